@@ -185,6 +185,8 @@ class Sandbox:
             worker.buffer += chunk
             for message in self._messages(worker):
                 finished += self._on_message(worker, message, pending, finish, retried)
+                if worker not in self._workers:  # discarded: the rest of its buffer is not to be trusted
+                    break
         now = time.monotonic()
         for worker in list(self._workers):
             if worker.task is not None and now > worker.deadline:

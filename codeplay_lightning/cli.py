@@ -1,0 +1,164 @@
+"""The `codeplay` command: verify puzzle solutions, solve puzzles with a Solver LM, benchmark.
+
+Heavy imports (torch, transformers) happen inside the commands that need them, so
+`codeplay verify` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+console = Console(stderr=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="codeplay", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    verify = commands.add_parser("verify", help="check (f, g) pairs in the sandbox")
+    verify.add_argument("file", help="JSONL of {name?, f, g, ans_type?} or a P3 puzzles.json")
+    verify.add_argument("--timeout", type=float, default=1.0, help="seconds per program (P3's judge: 1)")
+    verify.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
+    verify.add_argument("--out", help="JSONL of verdicts (default: <file stem>.verdicts.jsonl here)")
+    verify.set_defaults(run=run_verify)
+
+    solve = commands.add_parser("solve", help="let the few-shot Solver attempt each puzzle")
+    solve.add_argument("file", help="as for verify; g is ignored")
+    solve.add_argument("--attempts", type=int, default=8, help="N_a: attempts per puzzle")
+    solve.add_argument("--model", default="smollm2-135m", help="hub id, local directory or smollm2-135m")
+    solve.add_argument("--batch-size", type=int, default=32, help="(puzzle, attempt) rows sampled together")
+    solve.add_argument("--max-new-tokens", type=int, default=128)
+    solve.add_argument("--temperature", type=float, default=0.8)
+    solve.add_argument("--seed", type=int, default=0)
+    solve.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
+    solve.add_argument("--out", help="JSONL of results (default: <file stem>.solved.jsonl here)")
+    solve.set_defaults(run=run_solve)
+
+    bench = commands.add_parser("bench", help="side-by-side benchmarks; prints ratios, writes JSON")
+    bench.add_argument("--out", default="bench/bench.json")
+    bench.add_argument("--pairs", type=int, default=2000, help="programs in the sandbox benchmark")
+    bench.add_argument("--skip-model", action="store_true", help="only the sandbox benchmark")
+    bench.set_defaults(run=run_bench)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=console, transient=True)
+
+
+def _default_out(file: str, suffix: str) -> Path:
+    return Path(Path(file).stem + suffix)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from codeplay_lightning.execution import Program, Sandbox, Verdict
+    from codeplay_lightning.puzzle_files import read_puzzle_file
+
+    entries = read_puzzle_file(args.file)
+    pairs = [e for e in entries if e.g is not None or e.problem]
+    programs = [Program(e.puzzle.f, e.g, e.puzzle.ans_type, e.name) for e in pairs if not e.problem]
+    out = Path(args.out) if args.out else _default_out(args.file, ".verdicts.jsonl")
+    started = time.perf_counter()
+    with Sandbox(workers=args.workers, timeout=args.timeout) as sandbox, _progress() as progress:
+        isolation = sandbox.isolation
+        task = progress.add_task("verifying", total=len(programs))
+        verdicts = iter(sandbox.verify(programs, on_verdict=lambda *_: progress.advance(task)))
+    elapsed = time.perf_counter() - started
+    counts: Counter[str] = Counter()
+    failures = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as handle:
+        for entry in pairs:
+            verdict = Verdict("syntax", entry.problem, 0.0) if entry.problem else next(verdicts)
+            counts[verdict.status] += 1
+            if not verdict.passed:
+                failures.append((entry.name, verdict))
+            handle.write(json.dumps({"name": entry.name, "status": verdict.status,
+                                     "detail": verdict.detail, "seconds": round(verdict.seconds, 6)}) + "\n")
+    total = sum(counts.values())
+    print(f"{total} pairs in {elapsed:.1f} s ({len(programs) / elapsed:.0f} verdicts/s), isolation: {isolation}")
+    print("  " + "  ".join(f"{status}: {counts[status]}" for status in sorted(counts)))
+    if total:
+        print(f"  pass rate: {100 * counts['pass'] / total:.2f}%")
+    skipped = len(entries) - len(pairs)
+    if skipped:
+        print(f"  {skipped} puzzles without a reference solution were skipped")
+    for name, verdict in failures[:20]:
+        print(f"  {verdict.status:8} {name}: {verdict.detail.splitlines()[-1] if verdict.detail else ''}"[:160])
+    if len(failures) > 20:
+        print(f"  ... {len(failures) - 20} more in {out}")
+    print(f"verdicts written to {out}")
+    return 0
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    import torch
+
+    from codeplay_lightning.execution import Sandbox
+    from codeplay_lightning.models import load_causal_lm
+    from codeplay_lightning.puzzle_files import read_puzzle_file
+    from codeplay_lightning.puzzles import fewshot_puzzles
+    from codeplay_lightning.solver import FewShotSolver, SolverConfig
+
+    config = SolverConfig(attempts=args.attempts, batch_size=args.batch_size,
+                          max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    entries = read_puzzle_file(args.file)
+    for entry in entries:
+        if entry.problem:
+            console.print(f"[yellow]skipped:[/yellow] {entry.problem}", highlight=False)
+    puzzles = list({e.name: e.puzzle for e in entries if not e.problem}.values())
+    if not puzzles:
+        raise ValueError(f"{args.file} holds no usable puzzle")
+    model, tokenizer = load_causal_lm(args.model)
+    out = Path(args.out) if args.out else _default_out(args.file, ".solved.jsonl")
+    started = time.perf_counter()
+    with Sandbox(workers=args.workers) as sandbox, _progress() as progress:
+        solver = FewShotSolver(model, tokenizer, sandbox, fewshot_puzzles(), config)
+        task = progress.add_task("solving", total=len(puzzles) * config.attempts)
+        results = solver.solve(puzzles, torch.Generator().manual_seed(args.seed),
+                               on_batch_done=lambda done, total: progress.update(task, completed=done))
+    elapsed = time.perf_counter() - started
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as handle:
+        for result in results:
+            handle.write(json.dumps({
+                "name": result.puzzle.name, "attempts": result.attempts, "passes": result.passes,
+                "difficulty": None if math.isinf(result.difficulty) else result.difficulty,
+                "solutions": [p.g for p, v in zip(result.programs, result.verdicts) if v.passed],
+                "statuses": dict(Counter(v.status for v in result.verdicts)),
+            }) + "\n")
+    solved = [r for r in results if r.passes]
+    print(f"{len(solved)}/{len(results)} puzzles solved ({100 * len(solved) / len(results):.1f}%) "
+          f"with {config.attempts} attempts each, in {elapsed:.1f} s")
+    if solved:
+        mean_difficulty = sum(r.difficulty for r in solved) / len(solved)
+        print(f"  mean difficulty D of solved puzzles: {mean_difficulty:.2f}")
+    print(f"results written to {out}")
+    return 0
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from codeplay_lightning.bench import run_benchmarks
+
+    run_benchmarks(Path(args.out), pairs=args.pairs, with_model=not args.skip_model)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Reading the puzzle files the CLI takes: JSONL of `{"name"?, "f", "g"?, "ans_type"?}` or a P3 `puzzles.json`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from codeplay_lightning.puzzles import Puzzle, load_p3
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of a puzzle file: a puzzle with an optional candidate `g`, or why the line is unusable."""
+
+    name: str
+    puzzle: Puzzle | None
+    g: str | None = None
+    problem: str = ""
+
+
+def read_puzzle_file(path: str | Path) -> list[Entry]:
+    """Entries in file order. A P3 `puzzles.json` gives one entry per reference solution (and one
+    with `g=None` for an instance that has none). Unreadable files raise ValueError."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"cannot read {path}: not UTF-8 text") from None
+    if text.lstrip().startswith("["):
+        return [Entry(p.name, p, g) for p in load_p3(path) for g in (p.solutions or (None,))]
+    return [_jsonl_entry(line, number) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def _jsonl_entry(line: str, number: int) -> Entry:
+    name = f"line {number}"
+    try:
+        record = json.loads(line)
+    except ValueError as error:
+        return Entry(name, None, problem=f"line {number} is not JSON: {error}")
+    if not isinstance(record, dict):
+        return Entry(name, None, problem=f"line {number} is not a JSON object")
+    name = str(record.get("name") or name)
+    fields = {key: record.get(key) for key in ("f", "g", "ans_type")}
+    if not isinstance(fields["f"], str):
+        return Entry(name, None, problem=f"line {number} has no string field 'f'")
+    for key in ("g", "ans_type"):
+        if fields[key] is not None and not isinstance(fields[key], str):
+            return Entry(name, None, problem=f"line {number}: field {key!r} must be a string")
+    return Entry(name, Puzzle(name, fields["f"], ans_type=fields["ans_type"]), fields["g"])

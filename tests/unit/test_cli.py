@@ -1,0 +1,65 @@
+"""`codeplay verify` end to end, and the puzzle-file reader behind it."""
+
+import json
+from pathlib import Path
+
+from codeplay_lightning.cli import main
+from codeplay_lightning.puzzle_files import read_puzzle_file
+from codeplay_lightning.puzzles import load_p3
+
+FIXTURE_P3 = Path(__file__).parents[1] / "fixtures" / "p3_small" / "puzzles.json"
+F_HELLO = "def f(s: str):\n    return 'Hello ' + s == 'Hello world'"
+
+
+def write_jsonl(path: Path, lines: list) -> Path:
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def read_verdicts(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_verify_writes_one_verdict_per_line_and_bad_lines_get_syntax(tmp_path, capsys):
+    source = write_jsonl(tmp_path / "pairs.jsonl", [
+        {"name": "right", "f": F_HELLO, "g": "def g():\n    return 'world'", "extra": 1},
+        {"name": "wrong", "f": F_HELLO, "g": "def g():\n    return 'earth'"},
+        "{not json",
+        {"name": "no_f", "g": "def g():\n    return 1"},
+        {"name": "typed", "f": "def f(x):\n    return x == 3", "g": "def g():\n    return 3.0", "ans_type": "int"},
+    ])
+    out = tmp_path / "out" / "verdicts.jsonl"
+    assert main(["verify", str(source), "--out", str(out), "--workers", "1"]) == 0
+    verdicts = read_verdicts(out)
+    assert [v["status"] for v in verdicts] == ["pass", "fail", "syntax", "syntax", "fail"]
+    assert [v["name"] for v in verdicts][:2] == ["right", "wrong"]
+    assert "line 3 is not JSON" in verdicts[2]["detail"]
+    assert "no string field 'f'" in verdicts[3]["detail"]
+    assert "not of type int" in verdicts[4]["detail"]
+    assert all(set(v) == {"name", "status", "detail", "seconds"} for v in verdicts)
+    printed = capsys.readouterr().out
+    assert "pass: 1" in printed and "syntax: 2" in printed and "verdicts/s" in printed
+
+
+def test_verify_checks_every_reference_solution_of_a_p3_file(tmp_path):
+    out = tmp_path / "p3.jsonl"
+    assert main(["verify", str(FIXTURE_P3), "--out", str(out)]) == 0
+    puzzles = load_p3(FIXTURE_P3)
+    expected_names = [p.name for p in puzzles for _ in p.solutions]
+    verdicts = read_verdicts(out)
+    assert [v["name"] for v in verdicts] == expected_names
+    assert all(v["status"] == "pass" for v in verdicts), verdicts
+
+
+def test_unreadable_file_is_a_one_line_error(tmp_path, capsys):
+    assert main(["verify", str(tmp_path / "missing.jsonl")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: cannot read") and "\n" not in error
+
+
+def test_reader_keeps_p3_instances_without_solutions_as_entries_without_g():
+    entries = read_puzzle_file(FIXTURE_P3)
+    puzzles = load_p3(FIXTURE_P3)
+    assert len(entries) == sum(max(1, len(p.solutions)) for p in puzzles)
+    unsolved = {p.name for p in puzzles if not p.solutions}
+    assert unsolved and {e.name for e in entries if e.g is None} == unsolved
