@@ -122,15 +122,19 @@ class Sandbox:
                 on_verdict(index, verdict)
 
         remaining = len(programs)
-        while remaining:
-            self._fill_pool()
-            for worker in self._workers:
-                if worker.ready and worker.task is None and not worker.recycle and pending:
-                    self._dispatch(worker, pending.popleft(), programs)
-            deadlines = [w.deadline for w in self._workers if w.task is not None]
-            wake = min(deadlines, default=time.monotonic() + 1.0)
-            finished = self._pump(pending, programs, finish, wake, retried)
-            remaining -= finished
+        try:
+            while remaining:
+                self._fill_pool()
+                for worker in self._workers:
+                    if worker.ready and worker.task is None and not worker.recycle and pending:
+                        self._dispatch(worker, pending.popleft(), programs)
+                deadlines = [w.deadline for w in self._workers if w.task is not None]
+                wake = min(deadlines, default=time.monotonic() + 1.0)
+                remaining -= self._pump(pending, programs, finish, wake, retried)
+        except BaseException:
+            for worker in [w for w in self._workers if w.task is not None]:  # their tasks die with this call
+                self._discard(worker)
+            raise
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
@@ -265,13 +269,17 @@ class Sandbox:
 
     def _discard(self, worker: _Worker) -> None:
         """Kill a worker and everything it started."""
-        if worker.pid is not None:
+        if worker.process.poll() is None and worker.pid is not None:  # a reaped launcher: its pid may be reused
             try:
                 os.kill(worker.pid, signal.SIGKILL)  # PID 1 of its namespace: the namespace goes with it
             except ProcessLookupError:
                 pass
-        try:
-            os.killpg(worker.process.pid, signal.SIGKILL)  # without namespaces: its process group
+            try:  # the launcher reaps the worker and exits; killed first, it would leave a zombie to init
+                worker.process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+        try:  # without namespaces, what the programs started lives on in the launcher's process group
+            os.killpg(worker.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self._selector.unregister(worker.reply_fd)

@@ -25,6 +25,7 @@ import json
 import operator
 import os
 import random
+import re
 import reprlib
 import resource
 import signal
@@ -214,12 +215,16 @@ def compile_function(source: str, name: str):
 
 def define(source: str, name: str, namespace_base: dict):
     code, annotation = compile_function(source, name)
+    return instantiate(code, name, namespace_base), annotation
+
+
+def instantiate(code, name: str, namespace_base: dict):
     namespace = dict(namespace_base)
     exec(code, namespace)
     function = namespace.get(name)
     if not callable(function):
         raise ProgramError("syntax", f"the {name} source defines no function {name}")
-    return function, annotation
+    return function
 
 
 def short_traceback(error: BaseException, sources: dict[str, str], frames: int = 4) -> str:
@@ -233,6 +238,13 @@ def short_traceback(error: BaseException, sources: dict[str, str], frames: int =
     message = f"{type(error).__name__}: {_safe_repr_text(error)}"
     return "\n".join(["Traceback (program frames, most recent call last):", *lines[-frames:], message]
                      if lines else [message])
+
+
+def describe(error: BaseException, request: dict) -> str:
+    try:
+        return short_traceback(error, {"<f>": request["f"], "<g>": request["g"]})
+    except BaseException:  # noqa: BLE001 - the program broke what describing needs (its state is repaired next)
+        return "an error that could not be described"
 
 
 def _safe_repr_text(error: BaseException) -> str:
@@ -255,12 +267,16 @@ def program_globals() -> dict:
 
 
 def run_program(f_source: str, g_source: str, ans_type: str | None, base: dict) -> tuple[str, object]:
-    """Status and detail (text, or the exception to describe once the state is repaired)."""
+    """Status and detail (text, or the exception, for the caller to describe with `describe`)."""
     try:
-        # f and g get separate namespaces: g cannot redefine f or its globals.
-        f, annotation = define(f_source, "f", base)
+        # f and g get separate namespaces: g cannot redefine f or its globals. f is checked before g
+        # runs, but the f that judges the answer is made after g returned (g could reach the first
+        # one through frames or gc), from code compiled before g ran.
+        f_code = compile_function(f_source, "f")[0]
+        _, annotation = define(f_source, "f", base)
         g, _ = define(g_source, "g", base)
         answer = g()
+        f = instantiate(f_code, "f", base)
         expected_type = ans_type or annotation
         if expected_type is not None:
             try:
@@ -310,6 +326,14 @@ class WatchedDict:
             self.version = self.tag.value  # written, but back to the same entries
         return not same
 
+    def only_gained_modules(self) -> bool:
+        """Importing a package's submodule adds it as an attribute: legitimate, and undone by
+        `restore` just as the import itself is forgotten from sys.modules."""
+        live = self.live
+        if not _all(_map(_is, _map(live.get, self.keys), self.values)):
+            return False
+        return _all(_type(live[key]) is _module_type for key in live if key not in self.keys)
+
     def restore(self) -> None:
         if _type(self.owner) is _type_type:  # a class: only through its attributes
             for key in [key for key in self.live if key not in self.keys]:
@@ -343,7 +367,7 @@ def _version_tags_work() -> bool:
 _VERSION_TAGS_WORK = _version_tags_work()
 # Bound at import: a program may replace builtins, and the repair runs before they are trusted.
 _len, _all, _map, _zip, _is = len, all, map, zip, operator.is_
-_type, _type_type, _setattr, _delattr = type, type, setattr, delattr
+_type, _type_type, _setattr, _delattr, _module_type = type, type, setattr, delattr, type(sys)
 
 
 class InterpreterState:
@@ -381,7 +405,8 @@ class InterpreterState:
         changed = []
         for namespace in self.namespaces:
             if namespace.changed():
-                changed.append(namespace.name)
+                if not namespace.only_gained_modules():
+                    changed.append(namespace.name)
                 namespace.restore()
         return changed
 
@@ -406,8 +431,12 @@ class InterpreterState:
             replaced = [name for name, module in saved.items() if sys.modules.get(name) is not module]
             self.modules.restore()  # a module imported by the program is re-executed by a later import
         os.umask(0o077)
+        re.purge()  # a program could plant a compiled pattern in the cache for a later one
         gc.enable()
-        gc.collect()  # run finalizers now, before the checks below, not during a later program
+        if gc.collect():  # finalizers now, not during a later program: of modules forgotten above, say
+            replaced += self.repair_namespaces()
+            if gc.collect():
+                replaced.append("objects that keep resurrecting")
         return replaced
 
     def leftovers(self) -> list[str]:
@@ -461,9 +490,28 @@ def _kill_descendants() -> None:
 # ---------------------------------------------------------------- main
 
 
+def _refuse_audit_hooks(event: str, args: tuple) -> None:
+    """Audit hooks cannot be removed: one added by a program would run inside every later program."""
+    if event == "sys.addaudithook":
+        raise RuntimeError("no audit hooks in the sandbox")  # a RuntimeError here refuses the new hook
+
+
+def _pipe_identities(*fds: int) -> list:
+    identities = []
+    for fd in fds:
+        try:
+            stat = os.fstat(fd)
+            identities.append((stat.st_dev, stat.st_ino))
+        except OSError:
+            identities.append(None)
+    return identities
+
+
 def serve(request_fd: int, reply_fd: int, settings: dict, isolation: str) -> None:
     state = InterpreterState(settings["recursion_limit"])
-    base_namespace = program_globals()
+    base_namespace = tuple(program_globals().items())  # immutable: a program reaching it cannot plant names
+    pipes = _pipe_identities(request_fd, reply_fd)
+    sys.addaudithook(_refuse_audit_hooks)
     home = os.getcwd()
     workdir = os.path.join(home, "program")
     os.mkdir(workdir, 0o700)
@@ -478,15 +526,20 @@ def serve(request_fd: int, reply_fd: int, settings: dict, isolation: str) -> Non
         state.prepare(workdir, output)
         started = time.perf_counter()
         status, detail = run_program(request["f"], request["g"], request.get("ans_type"), base_namespace)
+        # Program code can still run: in describing its exception (__str__), in finalizers as its
+        # last objects go. Both happen here, before the repair, so that it sees what they did.
+        if isinstance(detail, BaseException):
+            detail = describe(detail, request)
+        resurrecting = gc.collect() and gc.collect()  # finalizers that leave new garbage behind
         changed = state.repair_namespaces()
         seconds = time.perf_counter() - started
         os.chdir(home)
-        changed += state.restore()
+        changed += state.restore() + (["objects that keep resurrecting"] if resurrecting else [])
         if changed:
             status, detail = "error", "the program modified shared interpreter state: " + ", ".join(changed[:5])
-        elif isinstance(detail, BaseException):
-            detail = short_traceback(detail, {"<f>": request["f"], "<g>": request["g"]})
         recycle = changed + state.leftovers() + (["memory exhausted"] if status == "memory" else [])
+        if _pipe_identities(request_fd, reply_fd) != pipes:
+            recycle.append("the program replaced the sandbox's pipes")
         if not _empty_directory(workdir):
             recycle.append("undeletable files in the working directory")
         write_message(reply_fd, {"id": request["id"], "status": status, "detail": detail,
