@@ -213,11 +213,6 @@ def compile_function(source: str, name: str):
     return _compiled[key]
 
 
-def define(source: str, name: str, namespace_base: dict):
-    code, annotation = compile_function(source, name)
-    return instantiate(code, name, namespace_base), annotation
-
-
 def instantiate(code, name: str, namespace_base: dict):
     namespace = dict(namespace_base)
     exec(code, namespace)
@@ -272,9 +267,9 @@ def run_program(f_source: str, g_source: str, ans_type: str | None, base: dict) 
         # f and g get separate namespaces: g cannot redefine f or its globals. f is checked before g
         # runs, but the f that judges the answer is made after g returned (g could reach the first
         # one through frames or gc), from code compiled before g ran.
-        f_code = compile_function(f_source, "f")[0]
-        _, annotation = define(f_source, "f", base)
-        g, _ = define(g_source, "g", base)
+        f_code, annotation = compile_function(f_source, "f")
+        instantiate(f_code, "f", base)
+        g = instantiate(compile_function(g_source, "g")[0], "g", base)
         answer = g()
         f = instantiate(f_code, "f", base)
         expected_type = ans_type or annotation
