@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     solve.add_argument("--batch-size", type=int, default=32, help="(puzzle, attempt) rows sampled together")
     solve.add_argument("--max-new-tokens", type=int, default=128)
     solve.add_argument("--temperature", type=float, default=0.8)
+    solve.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                       help="model weights; bfloat16 samples ~1.5x faster on CPUs with AMX or on GPUs")
     solve.add_argument("--seed", type=int, default=0)
     solve.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
     solve.add_argument("--out", help="JSONL of results (default: <file stem>.solved.jsonl here)")
@@ -125,7 +127,7 @@ def run_solve(args: argparse.Namespace) -> int:
     puzzles = list({e.name: e.puzzle for e in entries if not e.problem}.values())
     if not puzzles:
         raise ValueError(f"{args.file} holds no usable puzzle")
-    model, tokenizer = load_causal_lm(args.model)
+    model, tokenizer = load_causal_lm(args.model, dtype=getattr(torch, args.dtype))
     out = Path(args.out) if args.out else _default_out(args.file, ".solved.jsonl")
     started = time.perf_counter()
     with Sandbox(workers=args.workers) as sandbox, _progress() as progress:

