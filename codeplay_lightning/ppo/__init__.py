@@ -1,0 +1,31 @@
+"""PPO for the Setter: pure tensor maths (losses.py), no Lightning and no model code."""
+
+from codeplay_lightning.ppo.losses import (
+    PolicyLoss,
+    TokenRewards,
+    entropy_from_logits,
+    gae,
+    kl_penalty,
+    logprobs_from_logits,
+    masked_mean,
+    masked_sum,
+    policy_loss,
+    token_rewards,
+    value_loss,
+    whiten,
+)
+
+__all__ = [
+    "PolicyLoss",
+    "TokenRewards",
+    "entropy_from_logits",
+    "gae",
+    "kl_penalty",
+    "logprobs_from_logits",
+    "masked_mean",
+    "masked_sum",
+    "policy_loss",
+    "token_rewards",
+    "value_loss",
+    "whiten",
+]

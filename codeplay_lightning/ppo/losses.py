@@ -1,0 +1,180 @@
+"""PPO maths for a token-level MDP, as pure tensor functions on padded batches.
+
+State s_t = prompt + the first t generated tokens, action a_t = token t. Every (B, T) tensor is
+aligned with the actions; `mask` (float or bool, (B, T)) is 1 at real action tokens and 0 at
+padding. Real tokens need not be contiguous (left or right padding both work). Padding never
+changes a result: inputs at padding are replaced by 0 before use, (B, T) outputs are 0 there, and
+gradients at padding are exactly 0. Means are token-level: over all real tokens of the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+KLKind = Literal["k1", "k3"]
+
+
+def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Sum of x over real tokens (all of them, or along `dim`)."""
+    x = torch.where(mask.bool(), x, 0.0)
+    return x.sum() if dim is None else x.sum(dim)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Mean of x over real tokens; with dim=1, one mean per row. No real tokens gives 0, not NaN."""
+    count = mask.to(x.dtype).sum() if dim is None else mask.to(x.dtype).sum(dim)
+    return masked_sum(x, mask, dim) / count.clamp(min=1)
+
+
+def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log softmax(logits / temperature) at `tokens`: score at the sampling temperature or PPO's ratio is wrong.
+
+    logits (B, T, V) predict tokens (B, T); computed in float32 (or float64) even for bf16 logits.
+    """
+    scaled_logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # (B, T, V)
+    token_logits = scaled_logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return token_logits - scaled_logits.logsumexp(-1)  # (B, T)
+
+
+def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: KLKind = "k1") -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) from the sampled token's log-probs, (B, T).
+
+    k1 = log p - log p_ref: unbiased, can be negative per token.
+    k3 = (r - 1) - log r with r = p_ref / p: unbiased, always >= 0, lower variance.
+    """
+    if kind == "k1":
+        return logprobs - ref_logprobs
+    if kind == "k3":
+        log_r = ref_logprobs - logprobs
+        return torch.expm1(log_r) - log_r  # expm1(x) = e^x - 1, exact near r = 1
+    raise ValueError(f"kind must be 'k1' or 'k3', got {kind!r}")
+
+
+class TokenRewards(NamedTuple):
+    rewards: torch.Tensor  # (B, T) -kl_coef * KL per token, + the score at each row's last real token
+    kl_per_sequence: torch.Tensor  # (B,) mean per-token KL of each row, for logging
+
+
+@torch.no_grad()
+def token_rewards(
+    scores: torch.Tensor,
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    kl_coef: float,
+    kind: KLKind = "k1",
+) -> TokenRewards:
+    """Per-token rewards: the KL penalty at every token, the sequence score (B,) on its last real token.
+
+    A row without real tokens gets no reward (its score is dropped) and kl_per_sequence 0.
+    """
+    real = mask.bool()  # (B, T)
+    kl = torch.where(real, kl_penalty(logprobs, ref_logprobs, kind), 0.0)  # (B, T)
+    positions = torch.arange(mask.shape[1], device=mask.device)  # (T,)
+    last_index = torch.where(real, positions, -1).argmax(dim=1)  # (B,) position of the last real token
+    is_last = F.one_hot(last_index, mask.shape[1]).bool() & real  # (B, T); all False for empty rows
+    rewards = -kl_coef * kl + torch.where(is_last, scores.to(kl.dtype).unsqueeze(1), 0.0)  # (B, T)
+    return TokenRewards(rewards, masked_mean(kl, mask, dim=1))
+
+
+@torch.no_grad()
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    bootstrap_values: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over each row's real tokens -> (advantages, returns), (B, T).
+
+    delta_t = r_t + gamma * V(s_{t+1}) - V(s_t);  A_t = delta_t + gamma * lam * A_{t+1};  R_t = A_t + V(s_t).
+    values[:, t] = V(s_t), the value before action t. Padding is skipped: t+1 is the next real token.
+
+    After a row's last real token, V(s_T) = 0: a finished puzzle is terminal. A row cut by the step
+    budget is NOT terminal; its V(s_T) is then `bootstrap_values` (B,): the value head's output at
+    the last real token's position (free from the same forward pass), with 0 in finished rows.
+    Without it, a truncated row is treated as finished, which biases its returns.
+    """
+    real = mask.bool()  # (B, T)
+    next_value = torch.zeros_like(values[:, 0]) if bootstrap_values is None else bootstrap_values.to(values.dtype)
+    next_advantage = torch.zeros_like(values[:, 0])  # (B,) A_{t+1}
+    advantages = []
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]  # (B,)
+        advantage = delta + gamma * lam * next_advantage  # (B,)
+        advantages.append(torch.where(real[:, t], advantage, 0.0))
+        next_value = torch.where(real[:, t], values[:, t], next_value)  # padding carries the values through
+        next_advantage = torch.where(real[:, t], advantage, next_advantage)
+    advantages = torch.stack(advantages[::-1], dim=1)  # (B, T)
+    returns = torch.where(real, advantages + values, 0.0)  # (B, T)
+    return advantages, returns
+
+
+def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
+    """(x - mean) / sqrt(var + 1e-8) over all real tokens of the batch; shift_mean=False adds the mean back.
+
+    var is unbiased (divides by n - 1, like torch.var), so it needs at least 2 real tokens.
+    """
+    mean = masked_mean(values, mask)
+    var = masked_sum((values - mean) ** 2, mask) / (mask.to(values.dtype).sum() - 1)
+    whitened = (values - mean) * torch.rsqrt(var + 1e-8)  # (B, T)
+    if not shift_mean:
+        whitened = whitened + mean
+    return torch.where(mask.bool(), whitened, 0.0)
+
+
+class PolicyLoss(NamedTuple):
+    pg_loss: torch.Tensor  # scalar, differentiable in logprobs
+    approx_kl: torch.Tensor  # scalar, detached: estimate of KL(old || new), k3 form
+    clip_frac: torch.Tensor  # scalar, detached: fraction of real tokens with |ratio - 1| > clip_range
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_range: float,
+) -> PolicyLoss:
+    """PPO's clipped surrogate, to minimise: masked_mean(max(-A * ratio, -A * clip(ratio, 1 ± clip)))."""
+    logratio = torch.where(mask.bool(), logprobs - old_logprobs, 0.0)  # (B, T); 0 at padding, so exp is safe
+    ratio = logratio.exp()  # (B, T)
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
+    pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mask)
+    with torch.no_grad():
+        approx_kl = masked_mean((ratio - 1) - logratio, mask)
+        clip_frac = masked_mean(((ratio - 1).abs() > clip_range).float(), mask)
+    return PolicyLoss(pg_loss, approx_kl, clip_frac)
+
+
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip_range_value: float | None,
+) -> torch.Tensor:
+    """0.5 * masked_mean(max((v - R)^2, (clip(v, v_old ± c) - R)^2)); clip_range_value=None: unclipped."""
+    v_loss_unclipped = (values - returns) ** 2  # (B, T)
+    if clip_range_value is None:
+        return 0.5 * masked_mean(v_loss_unclipped, mask)
+    v_clipped = old_values + torch.clamp(values - old_values, -clip_range_value, clip_range_value)
+    v_loss_clipped = (v_clipped - returns) ** 2  # (B, T)
+    return 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mask)
+
+
+def entropy_from_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean entropy of softmax(logits) (B, T, V) over real tokens: H = logsumexp(l) - sum_v p_v * l_v.
+
+    Computed on l - max(l) (same softmax, no cancellation between two large terms), in >= float32.
+    """
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    shifted_logits = logits - logits.amax(-1, keepdim=True)  # (B, T, V), all <= 0
+    probs = torch.softmax(shifted_logits, dim=-1)  # (B, T, V)
+    entropy = shifted_logits.logsumexp(-1) - (probs * shifted_logits).sum(-1)  # (B, T)
+    return masked_mean(entropy, mask)

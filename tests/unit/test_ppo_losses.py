@@ -1,0 +1,297 @@
+"""PPO maths against the slowest obvious references: plain Python loops over rows and real tokens."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from codeplay_lightning.ppo import losses
+from codeplay_lightning.ppo.losses import (
+    entropy_from_logits,
+    gae,
+    kl_penalty,
+    logprobs_from_logits,
+    masked_mean,
+    policy_loss,
+    token_rewards,
+    value_loss,
+    whiten,
+)
+
+B, T, V = 6, 7, 5
+LAYOUTS = ["right", "left", "holes"]
+
+
+def make_mask(layout: str, seed: int = 0) -> torch.Tensor:
+    """(B, T) float mask; row 0 has no real token, row 1 one, row 2 no padding, the rest random."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = [0, 1, T] + torch.randint(1, T, (B - 3,), generator=generator).tolist()
+    mask = torch.zeros(B, T, dtype=torch.float64)
+    for row, length in enumerate(lengths):
+        if layout == "right":
+            mask[row, :length] = 1
+        elif layout == "left":
+            mask[row, T - length :] = 1
+        else:  # real tokens anywhere in the row
+            mask[row, torch.randperm(T, generator=generator)[:length]] = 1
+    return mask
+
+
+def real_positions(mask: torch.Tensor) -> list[list[int]]:
+    return [[t for t in range(mask.shape[1]) if mask[b, t] > 0] for b in range(mask.shape[0])]
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64)
+
+
+def garbage_padding(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """x with every padding position (of the (B, T) mask) replaced by large, finite numbers."""
+    padding = (mask == 0).reshape(mask.shape + (1,) * (x.dim() - 2))
+    return torch.where(padding, 1e4 * (2 * torch.rand(x.shape, dtype=x.dtype) - 1), x)
+
+
+# ---- references ----------------------------------------------------------------------------------
+
+
+def ref_masked_mean(x, mask) -> float:
+    real = [x[b][t] for b, row in enumerate(real_positions(mask)) for t in row]
+    return sum(real) / len(real)
+
+
+def ref_kl(logp: float, ref_logp: float, kind: str) -> float:
+    if kind == "k1":
+        return logp - ref_logp
+    r = math.exp(ref_logp - logp)
+    return (r - 1) - math.log(r)
+
+
+def ref_gae(rewards, values, mask, gamma, lam, bootstrap=None):
+    advantages, returns = torch.zeros(B, T, dtype=torch.float64), torch.zeros(B, T, dtype=torch.float64)
+    for b, row in enumerate(real_positions(mask)):
+        next_value = 0.0 if bootstrap is None else float(bootstrap[b])
+        next_advantage = 0.0
+        for t in reversed(row):
+            delta = float(rewards[b, t]) + gamma * next_value - float(values[b, t])
+            next_advantage = delta + gamma * lam * next_advantage
+            next_value = float(values[b, t])
+            advantages[b, t], returns[b, t] = next_advantage, next_advantage + next_value
+    return advantages, returns
+
+
+def ref_entropy(logits_row) -> float:
+    top = max(logits_row)
+    z = sum(math.exp(l - top) for l in logits_row)
+    probs = [math.exp(l - top) / z for l in logits_row]
+    return -sum(p * math.log(p) for p in probs if p > 0)
+
+
+# ---- against the references ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind", ["k1", "k3"])
+def test_token_rewards_match_reference(layout, kind):
+    torch.manual_seed(1)
+    mask, scores = make_mask(layout), randn(B)
+    logprobs, ref_logprobs = -randn(B, T).abs(), -randn(B, T).abs()
+    out = token_rewards(scores, logprobs, ref_logprobs, mask, kl_coef=0.1, kind=kind)
+    expected, expected_kl = torch.zeros(B, T, dtype=torch.float64), torch.zeros(B, dtype=torch.float64)
+    for b, row in enumerate(real_positions(mask)):
+        for t in row:
+            kl = ref_kl(float(logprobs[b, t]), float(ref_logprobs[b, t]), kind)
+            expected[b, t] = -0.1 * kl
+            expected_kl[b] += kl / len(row)
+        if row:
+            expected[b, max(row)] += float(scores[b])
+    assert_close(out.rewards, expected)
+    assert_close(out.kl_per_sequence, expected_kl)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("gamma", "lam"), [(1.0, 1.0), (0.99, 0.95), (0.9, 0.0)])
+@pytest.mark.parametrize("bootstrap", [False, True])
+def test_gae_matches_reference(layout, gamma, lam, bootstrap):
+    torch.manual_seed(2)
+    mask, rewards, values = make_mask(layout), randn(B, T), randn(B, T)
+    bootstrap_values = randn(B) if bootstrap else None
+    advantages, returns = gae(rewards, values, mask, gamma, lam, bootstrap_values)
+    expected_advantages, expected_returns = ref_gae(rewards, values, mask, gamma, lam, bootstrap_values)
+    assert_close(advantages, expected_advantages)
+    assert_close(returns, expected_returns)
+
+
+def test_gae_with_lambda_and_gamma_one_is_reward_to_go_minus_value():
+    torch.manual_seed(3)
+    mask, rewards, values = make_mask("right"), randn(B, T), randn(B, T)
+    advantages, returns = gae(rewards * mask, values, mask, gamma=1.0, lam=1.0)
+    reward_to_go = (rewards * mask).flip(1).cumsum(1).flip(1) * mask  # sum_{t' >= t} r_t'
+    assert_close(returns, reward_to_go)
+    assert_close(advantages, (reward_to_go - values) * mask)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shift_mean", [True, False])
+def test_whiten_matches_reference(layout, shift_mean):
+    torch.manual_seed(4)
+    mask, x = make_mask(layout), 3 + 2 * randn(B, T)
+    real = [float(x[b, t]) for b, row in enumerate(real_positions(mask)) for t in row]
+    mean = sum(real) / len(real)
+    std = math.sqrt(sum((v - mean) ** 2 for v in real) / (len(real) - 1) + 1e-8)
+    expected = torch.zeros(B, T, dtype=torch.float64)
+    for b, row in enumerate(real_positions(mask)):
+        for t in row:
+            expected[b, t] = (float(x[b, t]) - mean) / std + (0 if shift_mean else mean)
+    whitened = whiten(x, mask, shift_mean)
+    assert_close(whitened, expected)
+    real_whitened = whitened[mask.bool()]
+    assert_close(real_whitened.mean().item(), 0.0 if shift_mean else mean, atol=1e-6, rtol=0)
+    assert_close(real_whitened.std().item(), 1.0, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_policy_loss_matches_reference(layout):
+    torch.manual_seed(5)
+    mask, advantages, clip = make_mask(layout), randn(B, T), 0.2
+    old_logprobs = -randn(B, T).abs()
+    logprobs = old_logprobs + 0.3 * randn(B, T)
+    out = policy_loss(logprobs, old_logprobs, advantages, mask, clip)
+    pg, kl, clipped = [[0.0] * T for _ in range(B)], [[0.0] * T for _ in range(B)], [[0.0] * T for _ in range(B)]
+    for b, row in enumerate(real_positions(mask)):
+        for t in row:
+            logratio = float(logprobs[b, t] - old_logprobs[b, t])
+            ratio, a = math.exp(logratio), float(advantages[b, t])
+            pg[b][t] = max(-a * ratio, -a * min(max(ratio, 1 - clip), 1 + clip))
+            kl[b][t] = (ratio - 1) - logratio
+            clipped[b][t] = float(abs(ratio - 1) > clip)
+    assert_close(out.pg_loss.item(), ref_masked_mean(pg, mask))
+    assert_close(out.approx_kl.item(), ref_masked_mean(kl, mask))
+    assert_close(out.clip_frac.item(), ref_masked_mean(clipped, mask))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("clip", [None, 0.1])
+def test_value_loss_matches_reference(layout, clip):
+    torch.manual_seed(6)
+    mask, old_values, returns = make_mask(layout), randn(B, T), randn(B, T)
+    values = old_values + 0.3 * randn(B, T)
+    loss = [[0.0] * T for _ in range(B)]
+    for b, row in enumerate(real_positions(mask)):
+        for t in row:
+            v, v_old, ret = float(values[b, t]), float(old_values[b, t]), float(returns[b, t])
+            loss[b][t] = (v - ret) ** 2
+            if clip is not None:
+                v_clipped = v_old + min(max(v - v_old, -clip), clip)
+                loss[b][t] = max(loss[b][t], (v_clipped - ret) ** 2)
+    assert_close(value_loss(values, old_values, returns, mask, clip).item(), 0.5 * ref_masked_mean(loss, mask))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_entropy_and_logprobs_match_reference(layout):
+    torch.manual_seed(7)
+    mask, logits, tokens, temperature = make_mask(layout), 5 * randn(B, T, V), torch.randint(0, V, (B, T)), 0.8
+    entropy = [[ref_entropy(logits[b, t].tolist()) for t in range(T)] for b in range(B)]
+    assert_close(entropy_from_logits(logits, mask).item(), ref_masked_mean(entropy, mask))
+    expected = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        for t in range(T):
+            scaled = [float(l) / temperature for l in logits[b, t]]
+            expected[b, t] = scaled[tokens[b, t]] - math.log(sum(math.exp(s) for s in scaled))
+    assert_close(logprobs_from_logits(logits, tokens, temperature), expected)
+
+
+# ---- properties ----------------------------------------------------------------------------------
+
+
+def test_k3_nonnegative_both_zero_when_equal_and_both_estimate_kl():
+    torch.manual_seed(8)
+    logp, ref_logp = torch.log_softmax(randn(V), -1), torch.log_softmax(randn(V), -1)
+    assert (kl_penalty(randn(100), randn(100), "k3") >= 0).all()
+    for kind in ("k1", "k3"):
+        assert_close(kl_penalty(logp, logp, kind), torch.zeros(V, dtype=torch.float64))
+        # E_{x ~ p}[k(x)] is exactly KL(p || ref) >= 0, even though k1 alone can be negative
+        expected_value = (logp.exp() * kl_penalty(logp, ref_logp, kind)).sum()
+        assert_close(expected_value, (logp.exp() * (logp - ref_logp)).sum())
+        assert expected_value > 0
+    assert (kl_penalty(logp, ref_logp, "k1") < 0).any()
+    with pytest.raises(ValueError, match="k2"):
+        kl_penalty(logp, ref_logp, "k2")
+
+
+def test_policy_loss_at_ratio_one_is_minus_mean_advantage_and_its_gradient():
+    torch.manual_seed(9)
+    mask, advantages = make_mask("right"), randn(B, T)
+    logprobs = (-randn(B, T).abs()).requires_grad_()
+    out = policy_loss(logprobs, logprobs.detach(), advantages, mask, clip_range=0.2)
+    n_real = mask.sum()
+    assert_close(out.pg_loss, -(advantages * mask).sum() / n_real)
+    out.pg_loss.backward()
+    assert_close(logprobs.grad, -advantages * mask / n_real)  # d(-A * e^(logp - logp_old)) = -A at ratio 1
+    assert out.approx_kl.item() == 0 and out.clip_frac.item() == 0
+
+
+def test_clip_fraction_counts_tokens_outside_the_clip_range():
+    ratios = torch.tensor([[1.0, 1.1, 1.3, 0.7, 0.85, 50.0]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0]])  # the ratio of 50 is padding: not counted
+    out = policy_loss(ratios.log(), torch.zeros_like(ratios), torch.ones_like(ratios), mask, clip_range=0.2)
+    assert_close(out.clip_frac.item(), 2 / 5)
+
+
+def test_entropy_of_uniform_logits_is_log_vocabulary_size():
+    logits = torch.full((2, 3, 11), 7.0)  # float32
+    assert_close(entropy_from_logits(logits, torch.ones(2, 3)), torch.tensor(math.log(11)))
+
+
+def test_masked_mean_of_no_real_token_is_zero_and_per_row_means():
+    x, mask = randn(3, 4), torch.tensor([[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 1]], dtype=torch.bool)
+    assert masked_mean(x, torch.zeros_like(mask)).item() == 0
+    assert_close(masked_mean(x, mask, dim=1), torch.stack([x[0, 0] * 0, x[1, 0], x[2, [0, 1, 3]].mean()]))
+
+
+def test_logprobs_in_float32_for_bf16_logits():
+    logits = torch.randn(2, 3, V).to(torch.bfloat16)
+    assert logprobs_from_logits(logits, torch.zeros(2, 3, dtype=torch.long), 0.8).dtype == torch.float32
+
+
+# ---- padding never changes a result, nor a gradient ----------------------------------------------
+
+SCORE_FNS = {
+    "token_rewards_k1": lambda d, m: token_rewards(d["s"], d["lp"], d["ref"], m, 0.1, "k1"),
+    "token_rewards_k3": lambda d, m: token_rewards(d["s"], d["lp"], d["ref"], m, 0.1, "k3"),
+    "gae": lambda d, m: gae(d["r"], d["v"], m, 0.99, 0.95, d["s"]),
+    "whiten": lambda d, m: (whiten(d["v"], m), whiten(d["v"], m, shift_mean=False)),
+    "policy_loss": lambda d, m: policy_loss(d["lp"], d["old"], d["a"], m, 0.2),
+    "value_loss": lambda d, m: tuple(value_loss(d["v"], d["old"], d["r"], m, c) for c in (0.2, None)),
+    "entropy": lambda d, m: entropy_from_logits(d["logits"], m),
+    "masked_sum": lambda d, m: losses.masked_sum(d["v"], m),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCORE_FNS))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("mask_dtype", [torch.float32, torch.bool])
+def test_padding_never_changes_results_or_gradients(name, layout, mask_dtype):
+    torch.manual_seed(10)
+    mask = make_mask(layout)
+    clean = {key: randn(B, T) for key in ("lp", "ref", "old", "a", "r", "v")}
+    clean |= {"s": randn(B), "logits": randn(B, T, V)}
+    dirty = {key: x if key == "s" else garbage_padding(x, mask) for key, x in clean.items()}
+    results = []
+    for inputs in (clean, dirty):
+        inputs = {key: x.clone().requires_grad_() for key, x in inputs.items()}
+        outputs = SCORE_FNS[name](inputs, mask.to(mask_dtype))
+        outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+        differentiable = [o.sum() for o in outputs if o.requires_grad]
+        if differentiable:
+            sum(differentiable).backward()
+        grads = [x.grad if x.grad is not None else torch.zeros_like(x) for x in inputs.values()]
+        results.append(([o.detach() for o in outputs], grads))
+    (clean_outputs, clean_grads), (dirty_outputs, dirty_grads) = results
+    for clean_output, dirty_output in zip(clean_outputs, dirty_outputs):
+        assert torch.isfinite(dirty_output).all()
+        assert_close(dirty_output, clean_output)
+    for clean_grad, dirty_grad in zip(clean_grads, dirty_grads):
+        assert_close(dirty_grad, clean_grad)
