@@ -75,7 +75,7 @@ def cache_root() -> Path:
 def embedded_model_dir() -> Path:
     """Directory holding the dequantised embedded model and its tokenizer, written on first use."""
     gguf_dir = embedded_gguf_dir()
-    target = cache_root() / f"{EMBEDDED_ALIAS}-{importlib.metadata.version(EMBEDDED_DISTRIBUTION)}"
+    target = cache_root() / f"{EMBEDDED_ALIAS}-{importlib.metadata.version(EMBEDDED_DISTRIBUTION)}-dequantised"
     if not target.is_dir():
         _write_embedded_cache(gguf_dir, target)
     return target
@@ -96,8 +96,11 @@ def embedded_gguf_dir() -> Path:
 def _write_embedded_cache(gguf_dir: Path, target: Path) -> None:
     """Dequantise the GGUF into a safetensors checkpoint at `target`, atomically (tmp dir + rename)."""
     gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
-    # A model loaded from GGUF refuses save_pretrained; a fresh model with its weights does not.
-    model = LlamaForCausalLM(gguf_model.config)
+    # A model loaded from GGUF refuses save_pretrained; a fresh model with its weights does not. Its
+    # config must forget the GGUF origin, or every later load goes through the GGUF path (20x slower).
+    config = gguf_model.config
+    del config.quantization_config
+    model = LlamaForCausalLM(config)
     model.load_state_dict(gguf_model.state_dict())
     tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
 
