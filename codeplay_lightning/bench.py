@@ -3,6 +3,8 @@
 - Sandbox verdicts/s against a naive harness (one `multiprocessing.Process` plus one `Manager`
   per program, four driver threads) on the same programs, whose verdicts must be identical; and
   against unsandboxed in-process `exec`, the ceiling. Goal: ≥ 30× the naive harness.
+- Novelty archive: hnswlib 5-NN at a 100k archive against exact numpy search. Goal: ≥ 20×
+  faster at recall@5 ≥ 0.95.
 - Solver sampling tokens/s at batch 32 against one sequence at a time, embedded model, on the
   Solver's own prompts, with fp32 and with bf16 weights. Goal: ≥ 8×.
 """
@@ -125,6 +127,14 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
             ("sandbox / naive", f"{sandbox['speedup_vs_naive']:.1f}x", "goal >= 30x"),
             ("sandbox / in-process", f"{sandbox['fraction_of_inprocess']:.2f}", "the ceiling is 1"),
             ("identical verdicts", str(sandbox["identical_verdicts"]), "required")]
+    print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
+    from codeplay_lightning.archive.bench import bench_knn
+
+    results["knn"] = knn = bench_knn()
+    rows += [("5-NN queries/s, hnswlib at 100k", f"{knn['hnsw_queries_per_s']}", ""),
+             ("5-NN queries/s, exact numpy", f"{knn['exact_queries_per_s']}", ""),
+             ("hnswlib / exact", f"{knn['speedup']}x", "goal >= 20x"),
+             ("hnswlib recall@5", f"{knn['recall_at_5']}", "goal >= 0.95")]
     if with_model:
         print("sampling: embedded model, batch 32 vs batch 1 ...", flush=True)
         results["sampling"] = sampling = bench_sampling()

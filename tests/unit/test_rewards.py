@@ -1,0 +1,81 @@
+"""The reward functions against hand computations."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import pytest
+
+from codeplay_lightning.rewards import difficulty_reward, functions, novelty_reward, total_reward
+
+
+def test_doctests_pass():
+    assert doctest.testmod(functions).failed == 0
+
+
+@pytest.mark.parametrize(
+    "difficulty, valid, expected",
+    [
+        (1.0, True, 0.0),  # solved on every attempt: trivial
+        (2.0, True, 0.5),  # ½(1 − cos(π/2))
+        (3.0, True, 1.0),  # ½(1 − cos(π))
+        (10.0, True, 1.0),  # the ramp is flat from D = 3 on
+        (math.inf, True, -1.0),  # parsed but never solved
+        (math.inf, False, -1.0),  # invalid
+        (1.0, False, -1.0),  # invalid: the difficulty is not read
+    ],
+)
+def test_difficulty_reward_by_hand(difficulty, valid, expected):
+    assert difficulty_reward(difficulty, valid) == pytest.approx(expected, abs=1e-12)
+
+
+def test_difficulty_ramp_is_continuous_and_monotonic():
+    grid = [1 + 3 * step / 3000 for step in range(3001)]  # D from 1 to 4
+    rewards = [difficulty_reward(difficulty, valid=True) for difficulty in grid]
+    assert all(later >= earlier for earlier, later in zip(rewards, rewards[1:]))
+    assert max(later - earlier for earlier, later in zip(rewards, rewards[1:])) < 2e-3  # no jump
+    assert rewards[0] == 0 and rewards[-1] == 1
+    assert difficulty_reward(3 - 1e-9, valid=True) == pytest.approx(1, abs=1e-12)  # continuous at D = 3
+
+
+@pytest.mark.parametrize("difficulty", [0.5, 0.999, -1.0, math.nan])
+def test_difficulty_below_one_is_rejected(difficulty):
+    with pytest.raises(ValueError, match="≥ 1 or inf"):
+        difficulty_reward(difficulty, valid=True)
+
+
+def test_novelty_reward_by_hand():
+    five = [0.1, 0.2, 0.3, 0.4, 0.5]  # mean 0.3
+    assert novelty_reward(five, reference_mean_distance=0.6) == pytest.approx(0.5)
+    assert novelty_reward([0.2, 0.4], reference_mean_distance=0.6) == pytest.approx(0.5)  # k = 2 < 5: mean of 2
+    assert novelty_reward([0.9], reference_mean_distance=0.6) == pytest.approx(1.5)  # R_n may exceed 1
+    assert novelty_reward([], reference_mean_distance=0.6) == 1.0  # empty archive: neutral
+
+
+@pytest.mark.parametrize("reference", [0.0, -0.5, math.nan])
+def test_novelty_rejects_a_non_positive_reference(reference):
+    with pytest.raises(ValueError, match="reference_mean_distance must be > 0"):
+        novelty_reward([0.3], reference)
+
+
+def test_total_reward_by_hand():
+    assert total_reward(0.5, 0.8, w_d=1, w_n=1, combine="sum") == pytest.approx(1.3)
+    assert total_reward(0.5, 0.8, w_d=0.5, w_n=1.5, combine="sum") == pytest.approx(1.45)
+    assert total_reward(0.5, 0.8, w_d=0, w_n=0, combine="sum") == 0
+    assert total_reward(0.5, 0.8, w_d=1, w_n=1, combine="product") == pytest.approx(0.4)
+    assert total_reward(0.0, 0.8, w_d=1, w_n=1, combine="product") == 0  # trivial: no reward for novelty
+
+
+def test_invalid_puzzles_keep_their_penalty_in_both_combinations():
+    r_d = difficulty_reward(math.inf, valid=False)
+    assert total_reward(r_d, 0.8, w_d=1, w_n=1, combine="sum") == pytest.approx(-0.2)
+    assert total_reward(r_d, 0.8, w_d=1, w_n=1, combine="product") == pytest.approx(-0.8)
+    assert total_reward(r_d, 0.0, w_d=1, w_n=1, combine="product") == 0  # an invalid copy of an archived puzzle
+
+
+def test_total_reward_rejects_bad_settings():
+    with pytest.raises(ValueError, match="has no weights"):
+        total_reward(0.5, 0.8, w_d=0.5, w_n=1.5, combine="product")
+    with pytest.raises(ValueError, match="'sum' or 'product'"):
+        total_reward(0.5, 0.8, w_d=1, w_n=1, combine="mean")
