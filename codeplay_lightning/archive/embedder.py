@@ -41,5 +41,5 @@ def embedded_embedder_dir() -> Path:
 def embed(model: SentenceTransformer, texts: Sequence[str]) -> np.ndarray:
     """L2-normalised float32 embeddings of `texts`, shape (N, D). Texts longer than the model's
     `max_seq_length` tokens (256 for MiniLM) are embedded from their beginning only."""
-    embeddings = model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
+    embeddings = model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
     return embeddings.astype(np.float32, copy=False).reshape(len(texts), model.get_embedding_dimension())

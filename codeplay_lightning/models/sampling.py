@@ -49,8 +49,12 @@ def sample(
     prompts: Sequence[str],
     config: SamplingConfig,
     generators: Sequence[torch.Generator] | None = None,
+    budgets: Sequence[int] | None = None,
 ) -> Samples:
     """Sample one continuation per prompt.
+
+    `budgets[i]` (at most `config.max_new_tokens`) caps row i's new tokens on its own: a Setter
+    stream's remaining token steps.
 
     `generators`, one CPU generator per prompt, make the run reproducible: row i draws its random
     numbers from `generators[i]` only, so it samples the same tokens whatever batch it is in.
@@ -64,6 +68,9 @@ def sample(
     if generators is not None and len(generators) != len(prompts):
         raise ValueError(f"got {len(generators)} generators for {len(prompts)} prompts; need one per prompt")
     n_prompts = len(prompts)
+    budgets = list(budgets) if budgets is not None else [config.max_new_tokens] * n_prompts
+    if len(budgets) != n_prompts or not all(1 <= b <= config.max_new_tokens for b in budgets):
+        raise ValueError(f"budgets must give each prompt 1..{config.max_new_tokens} tokens")
     new_ids: list[list[int]] = [[] for _ in range(n_prompts)]
     new_logprobs: list[list[float]] = [[] for _ in range(n_prompts)]
     finished = [False] * n_prompts
@@ -82,7 +89,7 @@ def sample(
         for i, continuation in zip(rows, continuations):
             stop_hit = any(stop in continuation for stop in config.stop_strings)
             finished[i] = stop_hit or new_ids[i][-1] == tokenizer.eos_token_id
-        keep = [b for b, i in enumerate(rows) if not finished[i]]
+        keep = [b for b, i in enumerate(rows) if not finished[i] and len(new_ids[i]) < budgets[i]]
         if not keep or step == config.max_new_tokens - 1:
             break
         if len(keep) < len(rows):  # drop finished rows from the batch and the cache

@@ -36,7 +36,7 @@ def difficulty(attempts: int, passes: int) -> float:
     return attempts / passes if passes else math.inf
 
 
-@dataclass(frozen=True)
+@dataclass
 class SolverConfig:
     attempts: int = 8  # N_a: candidate solutions sampled per puzzle
     batch_size: int = 32  # (puzzle, attempt) rows per sampling batch, across puzzles

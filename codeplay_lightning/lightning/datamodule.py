@@ -1,0 +1,58 @@
+"""`ArchiveDataModule`: owns the novelty archive and serves each iteration's PPO buffer.
+
+The dataloader has a fixed length, `ppo_epochs × n_minibatches` minibatches, known before the
+rollout that fills the buffer (Lightning sizes the epoch first) and equal on every DDP rank.
+Each PPO epoch is a fresh permutation of the buffer cut into `n_minibatches` parts.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from codeplay_lightning.archive import NoveltyArchive
+from codeplay_lightning.config import PPOConfig
+from codeplay_lightning.rollout import PPOBuffer
+
+
+class ArchiveDataModule(L.LightningDataModule):
+    def __init__(self, archive: NoveltyArchive, ppo: PPOConfig, seed: int):
+        super().__init__()
+        self.archive, self.ppo = archive, ppo
+        self.buffer: PPOBuffer | None = None  # set by the rollout callback at each iteration's start
+        self.shuffle = torch.Generator().manual_seed(seed)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Minibatches(self), batch_size=None, sampler=_MinibatchRows(self))
+
+    def state_dict(self) -> dict:
+        return {"archive": self.archive.state_dict(), "shuffle": self.shuffle.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.archive.load_state_dict(state["archive"])
+        self.shuffle.set_state(state["shuffle"])
+
+
+class _MinibatchRows(Sampler):
+    """Yields one tensor of buffer rows per minibatch; reads the buffer when iterated."""
+
+    def __init__(self, data: ArchiveDataModule):
+        self.data = data
+
+    def __len__(self) -> int:
+        return self.data.ppo.ppo_epochs * self.data.ppo.n_minibatches
+
+    def __iter__(self):
+        size = len(self.data.buffer) if self.data.buffer is not None else 0
+        for _ in range(self.data.ppo.ppo_epochs):
+            permutation = torch.randperm(size, generator=self.data.shuffle)
+            yield from torch.tensor_split(permutation, self.data.ppo.n_minibatches)
+
+
+class _Minibatches(Dataset):
+    def __init__(self, data: ArchiveDataModule):
+        self.data = data
+
+    def __getitem__(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        return self.data.buffer.minibatch(rows)

@@ -1,0 +1,86 @@
+"""`SetterPPOModule`: the Setter LM plus a value head, trained with clipped PPO.
+
+It only orchestrates: the maths is `codeplay_lightning.ppo`, the data comes from the rollout
+callback through the datamodule. One forward per minibatch scores whole sequences.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch import nn
+
+from codeplay_lightning.config import PPOConfig
+from codeplay_lightning.ppo import entropy_from_logits, logprobs_from_logits, policy_loss, value_loss
+
+
+class ValueHead(nn.Module):
+    """A separate, untrained MLP on the LM's last hidden states, as in the paper."""
+
+    def __init__(self, hidden_size: int, width: int):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(hidden_size, width), nn.Tanh(), nn.Linear(width, 1))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T)
+        return self.mlp(hidden.float()).squeeze(-1)
+
+
+class SetterPPOModule(L.LightningModule):
+    """`policy` is trained (all of it, or its LoRA adapters); `frozen` (None with LoRA: the adapter-
+    disabled policy) is the KL reference and the Solver's model, kept out of checkpoints."""
+
+    def __init__(self, policy: nn.Module, frozen: nn.Module | None, ppo: PPOConfig, temperature: float,
+                 value_hidden: int, detach_value_trunk: bool, identity: dict):
+        super().__init__()
+        self.identity = identity  # what a checkpoint must have been made with to be resumed here
+        self.policy = policy
+        self.value_head = ValueHead(policy.config.hidden_size, value_hidden)
+        self._frozen = (frozen,)  # a tuple hides it from nn.Module: not trained, not saved
+        self.ppo, self.temperature, self.detach_value_trunk = ppo, temperature, detach_value_trunk
+        for module in self.policy.modules():  # dropout off: PPO's ratio must compare like with like
+            if isinstance(module, nn.Dropout):
+                module.p = 0.0
+        self.policy.train()  # (loaded in eval mode; with dropout off the two modes compute the same)
+
+    @property
+    def frozen(self) -> nn.Module | None:
+        return self._frozen[0]
+
+    def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_actions: int, model: nn.Module | None = None):
+        """Log-probs at the sampling temperature, values V(s_t) and logits for the last `n_actions`
+        tokens: (B, T), (B, T), (B, T, V). `model` (the reference) scores without a value head."""
+        output = (model or self.policy)(input_ids=input_ids, attention_mask=attention_mask,
+                                        output_hidden_states=model is None)
+        start = input_ids.shape[1] - n_actions - 1  # logits at position p predict token p + 1
+        logits = output.logits[:, start:-1].float()  # (B, T, V)
+        logprobs = logprobs_from_logits(logits, input_ids[:, start + 1:], self.temperature)
+        if model is not None:
+            return logprobs, None, logits
+        hidden = output.hidden_states[-1][:, start:-1]  # (B, T, H): the state before each action
+        values = self.value_head(hidden.detach() if self.detach_value_trunk else hidden)
+        return logprobs, values, logits
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
+        mask = batch["mask"]
+        if mask.numel() == 0:  # a rank with no puzzle this iteration still steps with the others
+            return sum(parameter.sum() * 0 for parameter in self.parameters() if parameter.requires_grad)
+        logprobs, values, logits = self.score(batch["input_ids"], batch["attention_mask"], mask.shape[1])
+        policy = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range)
+        v_loss = value_loss(values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value)
+        entropy = entropy_from_logits(logits, mask)
+        loss = policy.pg_loss + self.ppo.value_coef * v_loss - self.ppo.entropy_coef * entropy
+        self.log_dict({"ppo/policy_loss": policy.pg_loss, "ppo/value_loss": v_loss, "ppo/entropy": entropy,
+                       "ppo/approx_kl": policy.approx_kl, "ppo/clip_frac": policy.clip_frac, "ppo/loss": loss},
+                      on_step=True, on_epoch=True, batch_size=len(mask), sync_dist=True)
+        return loss
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["codeplay"] = self.identity
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if checkpoint.get("codeplay") != self.identity:
+            raise ValueError(f"the checkpoint was made for {checkpoint.get('codeplay')}, not {self.identity}")
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        trainable = [parameter for parameter in self.parameters() if parameter.requires_grad]
+        return torch.optim.Adam(trainable, lr=self.ppo.lr)

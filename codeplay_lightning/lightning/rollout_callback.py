@@ -1,0 +1,164 @@
+"""`RolloutCallback`: one PPO iteration's data at the start of each Lightning epoch.
+
+Samples puzzles from the Setter, scores them (Solver, sandbox, archive), logs them, and hands the
+datamodule a `PPOBuffer` with old log-probs, values, KL-penalised rewards, GAE advantages and
+returns. The steps themselves are plain functions in `codeplay_lightning.rollout`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import deque
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from codeplay_lightning.config import TrainConfig
+from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
+from codeplay_lightning.rollout import PPOBuffer, ScoredPuzzle, generate_episodes, pad_actions, score_puzzles
+from codeplay_lightning.solver import FewShotSolver
+
+SMOOTHING = 200  # puzzles, as the paper's curves
+SCORING_CHUNK = 8  # sequences per no-grad forward when computing old log-probs and values
+
+
+class RolloutCallback(L.Callback):
+    def __init__(self, config: TrainConfig, tokenizer, setter_prompt: str, solver: FewShotSolver,
+                 embedder, reference_distance: float):
+        self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
+        self.solver, self.embedder, self.reference_distance = solver, embedder, reference_distance
+        self.prompt_ids = torch.tensor(tokenizer(setter_prompt)["input_ids"])
+        self.generator = torch.Generator().manual_seed(config.trainer.seed)
+        self.puzzles_generated = 0  # over all ranks
+        self.recent = {name: deque(maxlen=SMOOTHING) for name in ("difficulty", "novelty", "total")}
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # every rank samples different puzzles from the same seed
+        self.generator.manual_seed(self.config.trainer.seed * 1000 + trainer.global_rank)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        started = time.perf_counter()
+        rollout = self.config.rollout
+        with torch.no_grad(), trainer.precision_plugin.forward_context():
+            episodes, truncated = generate_episodes(module.policy, self.tokenizer, self.setter_prompt, rollout.n_envs,
+                                                    rollout.n_steps, rollout.temperature, rollout.top_p, self.generator)
+            with _solver_weights(module):
+                scored = score_puzzles([e.text for e in episodes], self.solver, trainer.datamodule.archive,
+                                       self.embedder, self.reference_distance, self.config.reward, self.generator,
+                                       gather=_gather_puzzles if trainer.world_size > 1 else None)
+            buffer, kl_ref = build_buffer(module, self.prompt_ids, episodes, scored, self.config)
+        trainer.datamodule.buffer = buffer
+        self._log(trainer, scored, truncated, kl_ref, time.perf_counter() - started)
+
+    def _log(self, trainer: L.Trainer, scored: list[ScoredPuzzle], truncated: int, kl_ref: float, seconds: float):
+        everyone = _gather_objects(trainer, (scored, truncated, kl_ref, seconds))
+        if trainer.global_rank != 0:
+            self.puzzles_generated += sum(len(s) for s, *_ in everyone)
+            return
+        writer = trainer.logger.experiment
+        iteration = trainer.current_epoch
+        run_dir = Path(trainer.logger.log_dir)
+        all_scored = [puzzle for rank_scored, *_ in everyone for puzzle in rank_scored]
+        with (run_dir / "puzzles.jsonl").open("a") as handle:
+            for puzzle in all_scored:
+                self.puzzles_generated += 1
+                for name, value in (("difficulty", puzzle.r_difficulty), ("novelty", puzzle.r_novelty),
+                                    ("total", puzzle.reward)):
+                    self.recent[name].append(value)
+                    writer.add_scalar(f"reward/{name}", value, self.puzzles_generated)
+                    writer.add_scalar(f"reward/{name}_smoothed", float(np.mean(self.recent[name])),
+                                      self.puzzles_generated)
+                handle.write(json.dumps({"iteration": iteration, "index": self.puzzles_generated,
+                                         "puzzle": puzzle.text, "valid": puzzle.valid, "reason": puzzle.reason,
+                                         "D": None if np.isinf(puzzle.difficulty) else puzzle.difficulty,
+                                         "R_d": puzzle.r_difficulty, "R_n": puzzle.r_novelty,
+                                         "R": puzzle.reward}) + "\n")
+        count = max(len(all_scored), 1)
+        trainer.logger.log_metrics({
+            "rollout/puzzles": len(all_scored),
+            "rollout/valid_frac": sum(p.valid for p in all_scored) / count,
+            "rollout/solved_frac": sum(p.passes > 0 for p in all_scored) / count,
+            "rollout/truncated": sum(t for _, t, *_ in everyone),
+            "rollout/puzzles_per_s": len(all_scored) / max(max(s for *_, s in everyone), 1e-9),
+            "rollout/archive_size": len(trainer.datamodule.archive),
+            "ppo/kl_ref": float(np.mean([k for _, _, k, _ in everyone])),
+        }, step=trainer.global_step)
+        recent = "\n\n".join(f"R={p.reward:.2f} R_d={p.r_difficulty:.2f} R_n={p.r_novelty:.2f}\n\n    "
+                             + p.text.replace("\n", "\n    ") for p in all_scored[-5:])
+        writer.add_text("puzzles/recent", recent, trainer.global_step)
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state(), "puzzles_generated": self.puzzles_generated,
+                "recent": {name: list(values) for name, values in self.recent.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+        self.puzzles_generated = state["puzzles_generated"]
+        for name, values in state["recent"].items():
+            self.recent[name].extend(values)
+
+
+def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[ScoredPuzzle],
+                 config: TrainConfig) -> tuple[PPOBuffer, float]:
+    """Old log-probs and values from the same scoring forward that training uses, then rewards
+    (the puzzle's R on its last token, minus the per-token KL penalty), GAE and whitening."""
+    ppo = config.ppo
+    action_ids, mask = pad_actions(episodes)  # (N, T)
+    logprobs, values, reference = (torch.zeros_like(mask) for _ in range(3))
+    if not episodes:  # every stream's puzzle was cut: the iteration trains on nothing
+        return PPOBuffer(prompt_ids, action_ids, mask, logprobs, values, values, values), 0.0
+    for start in range(0, len(episodes), SCORING_CHUNK):
+        rows = slice(start, start + SCORING_CHUNK)
+        length = int(mask[rows].sum(dim=1).max())
+        ids = torch.cat([prompt_ids.expand(len(mask[rows]), -1), action_ids[rows, :length]], dim=1)
+        attention = torch.cat([torch.ones(len(ids), len(prompt_ids)), mask[rows, :length]], dim=1)
+        ids, attention = ids.to(module.device), attention.to(module.device)
+        chunk_logprobs, chunk_values, _ = module.score(ids, attention, length)
+        logprobs[rows, :length], values[rows, :length] = chunk_logprobs.cpu(), chunk_values.cpu()
+        if ppo.kl_coef:
+            with _reference_weights(module) as reference_model:
+                reference[rows, :length] = module.score(ids, attention, length, model=reference_model)[0].cpu()
+    if not ppo.kl_coef:
+        reference = logprobs
+    scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)
+    rewards = token_rewards(scores, logprobs, reference, mask, ppo.kl_coef, ppo.kl_estimator)
+    advantages, returns = gae(rewards.rewards, values * mask, mask, ppo.gamma, ppo.lam)
+    if ppo.whiten_advantages and mask.sum() > 1:
+        advantages = whiten(advantages, mask)
+    kl_ref = float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask))
+    return PPOBuffer(prompt_ids, action_ids, mask, logprobs * mask, values * mask, advantages, returns), kl_ref
+
+
+@contextlib.contextmanager
+def _reference_weights(module):
+    """The frozen reference: the separate frozen copy, or the LoRA policy with adapters disabled."""
+    if module.frozen is not None:
+        yield module.frozen
+    else:
+        with module.policy.disable_adapter():
+            yield module.policy
+
+
+def _solver_weights(module):
+    """The Solver samples from the frozen weights: a no-op for a separate copy; LoRA disables adapters."""
+    return contextlib.nullcontext() if module.frozen is not None else module.policy.disable_adapter()
+
+
+def _gather_objects(trainer: L.Trainer, obj) -> list:
+    if trainer.world_size == 1:
+        return [obj]
+    everyone = [None] * trainer.world_size
+    dist.all_gather_object(everyone, obj)
+    return everyone
+
+
+def _gather_puzzles(texts, embeddings):
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, (list(texts), embeddings))
+    offset = sum(len(t) for t, _ in everyone[:dist.get_rank()])
+    return [t for ts, _ in everyone for t in ts], np.concatenate([e for _, e in everyone]), offset

@@ -1,0 +1,137 @@
+"""One PPO iteration's data, as plain functions (the Lightning callback only calls them):
+
+    generate_episodes   n_envs Setter streams × n_steps token steps; a stream restarts after a puzzle
+    score_puzzles       validity → Solver's N_a attempts in the sandbox → D, R_d; archive → R_n; R
+    PPOBuffer           padded action tokens with old log-probs, values, advantages and returns
+
+A puzzle ends at the blank line after `f` (or the eos token). A puzzle still open when its stream
+runs out of steps is dropped: it gets no reward, is not archived and is not trained on (the paper
+is silent on it; dropping it keeps every trained sequence a whole puzzle with its real reward).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from codeplay_lightning.archive import NoveltyArchive, embed
+from codeplay_lightning.config import RewardConfig
+from codeplay_lightning.models import SamplingConfig, sample
+from codeplay_lightning.puzzles import SETTER_STOP, check_puzzle
+from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
+from codeplay_lightning.solver import FewShotSolver
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One generated puzzle: its text (cut before the stop) and the tokens the Setter emitted."""
+
+    text: str
+    token_ids: torch.Tensor  # (T,) int64, up to and including the token that completed the stop
+
+
+@dataclass(frozen=True)
+class ScoredPuzzle:
+    text: str
+    valid: bool
+    reason: str  # why it is invalid, else ""
+    passes: int
+    difficulty: float  # D = N_a / passes; inf when unsolved or invalid
+    r_difficulty: float
+    r_novelty: float
+    reward: float
+
+
+def generate_episodes(model, tokenizer, prompt: str, n_envs: int, n_steps: int, temperature: float,
+                      top_p: float, generator: torch.Generator) -> tuple[list[Episode], int]:
+    """Finished puzzles from `n_envs` streams of `n_steps` tokens each, and how many were cut."""
+    budgets = [n_steps] * n_envs
+    row_generators = [torch.Generator().manual_seed(int(seed)) for seed in
+                      torch.randint(0, 2**62, (n_envs,), generator=generator)]
+    episodes, truncated = [], 0
+    while any(budgets):
+        streams = [i for i in range(n_envs) if budgets[i] > 0]
+        config = SamplingConfig(max(budgets[i] for i in streams), temperature, top_p, SETTER_STOP)
+        samples = sample(model, tokenizer, [prompt] * len(streams), config,
+                         [row_generators[i] for i in streams], [budgets[i] for i in streams])
+        for stream, text, token_ids, finished in zip(streams, samples.texts, samples.token_ids, samples.finished):
+            budgets[stream] -= len(token_ids)
+            if finished:
+                episodes.append(Episode(text, token_ids))
+            else:
+                truncated += 1
+    return episodes, truncated
+
+
+def score_puzzles(texts: Sequence[str], solver: FewShotSolver, archive: NoveltyArchive, embedder,
+                  reference_distance: float, reward: RewardConfig, generator: torch.Generator,
+                  gather=None) -> list[ScoredPuzzle]:
+    """Rewards for `texts`, archiving them. Invalid puzzles are archived and scored for novelty too:
+    novelty is about what the Setter writes. Under DDP, `gather(texts, embeddings) -> (all_texts,
+    all_embeddings, offset)` hands every rank all ranks' puzzles in rank order: each archive adds
+    them all (they stay identical) and each rank keeps its own rows' distances."""
+    checks = [check_puzzle(text) for text in texts]
+    valid = [check.puzzle for check in checks if check.valid]
+    solved = iter(solver.solve(valid, generator=generator) if valid else [])
+    results = [next(solved) if check.valid else None for check in checks]
+
+    embeddings = embed(embedder, list(texts))  # (N, D)
+    all_texts, all_embeddings, offset = (texts, embeddings, 0) if gather is None else gather(texts, embeddings)
+    distances = archive.score_and_add(list(all_texts), all_embeddings)[offset:offset + len(texts)]
+
+    scored = []
+    for text, check, result, neighbours in zip(texts, checks, results, distances):
+        d = result.difficulty if result is not None else math.inf
+        r_d = difficulty_reward(d, check.valid)
+        r_n = novelty_reward(neighbours.tolist(), reference_distance)
+        scored.append(ScoredPuzzle(text, check.valid, check.reason or "", result.passes if result else 0, d, r_d,
+                                   r_n, total_reward(r_d, r_n, reward.w_difficulty, reward.w_novelty, reward.combine)))
+    return scored
+
+
+@dataclass
+class PPOBuffer:
+    """One iteration's sequences: the shared prompt and right-padded actions. Row i has
+    `mask[i].sum()` real action tokens; `old_values[:, t]` is V(s_t), the value before action t."""
+
+    prompt_ids: torch.Tensor  # (P,)
+    action_ids: torch.Tensor  # (N, T)
+    mask: torch.Tensor  # (N, T) float
+    old_logprobs: torch.Tensor  # (N, T)
+    old_values: torch.Tensor  # (N, T)
+    advantages: torch.Tensor  # (N, T)
+    returns: torch.Tensor  # (N, T)
+
+    def __len__(self) -> int:
+        return len(self.action_ids)
+
+    def minibatch(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Rows `rows`, trimmed to their longest sequence, with the prompt prepended to the ids."""
+        length = int(self.mask[rows].sum(dim=1).max().item()) if len(rows) else 0
+        take = {name: getattr(self, name)[rows, :length] for name in
+                ("action_ids", "mask", "old_logprobs", "old_values", "advantages", "returns")}
+        prompt = self.prompt_ids.expand(len(rows), -1)  # (B, P)
+        take["input_ids"] = torch.cat([prompt, take["action_ids"]], dim=1)  # (B, P + T)
+        take["attention_mask"] = torch.cat([torch.ones_like(prompt, dtype=torch.float), take["mask"]], dim=1)
+        return take
+
+
+def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, T) right-padded action ids (pad id 0, masked) and their (N, T) float mask."""
+    length = max((len(e.token_ids) for e in episodes), default=0)
+    ids = torch.zeros(len(episodes), length, dtype=torch.long)
+    mask = torch.zeros(len(episodes), length)
+    for row, episode in enumerate(episodes):
+        ids[row, :len(episode.token_ids)] = episode.token_ids
+        mask[row, :len(episode.token_ids)] = 1
+    return ids, mask
+
+
+def smoothed(values: Sequence[float], window: int = 200) -> float:
+    """Mean of the last `window` values (the paper's curves are smoothed over 200 puzzles)."""
+    tail = values[-window:]
+    return float(np.mean(tail)) if len(tail) else 0.0

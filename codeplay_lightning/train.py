@@ -1,0 +1,111 @@
+"""`train(config)`: build the parts a config names, log what was built, and call `Trainer.fit`."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
+from codeplay_lightning.config import ConfigError, TrainConfig, to_yaml
+from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.lightning import ArchiveDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.models import load_causal_lm
+from codeplay_lightning.puzzles import bundled_puzzles, fewshot_puzzles, in_classes, load_p3, load_p3_split, setter_prompt
+from codeplay_lightning.solver import FewShotSolver
+
+log = logging.getLogger("codeplay_lightning")
+
+
+def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer=None) -> Path:
+    """Train the Setter; returns the run directory. `resume` is a checkpoint path or "auto" (the
+    newest `last.ckpt` of this config's runs). `policy`/`tokenizer` replace loading `model.name`
+    (tests pass tiny models built in code)."""
+    checkpoint = find_checkpoint(config, resume) if resume else None
+    L.seed_everything(config.trainer.seed, workers=True, verbose=False)
+    if policy is None:
+        policy, tokenizer = load_causal_lm(config.model.name)
+    log.info("policy: %s (%.1fM parameters)", config.model.name, sum(p.numel() for p in policy.parameters()) / 1e6)
+    policy, frozen = _trainable(policy, config)
+    examples = fewshot_puzzles()[:config.rollout.fewshot]
+    embedder = load_embedder(config.reward.embedder)
+    reference_distance = reference_mean_distance(embed(embedder, [p.f for p in _reference_puzzles(config)]))
+    log.info("novelty normaliser: mean pairwise distance %.4f", reference_distance)
+
+    logger = TensorBoardLogger(config.trainer.run_root, name=config.name,
+                               version=_version_of(checkpoint) if checkpoint else None, default_hp_metric=False)
+    run_dir = Path(logger.log_dir)
+    with Sandbox(workers=config.sandbox.workers, timeout=config.sandbox.timeout) as sandbox:
+        log.info("sandbox isolation: %s", sandbox.isolation)
+        solver = FewShotSolver(frozen if frozen is not None else policy, tokenizer, sandbox, examples, config.solver)
+        module = SetterPPOModule(policy, frozen, config.ppo, config.rollout.temperature, config.model.value_hidden,
+                                 config.model.detach_value_trunk,
+                                 identity={"model": config.model.name, "lora_rank": config.model.lora_rank})
+        datamodule = ArchiveDataModule(NoveltyArchive(embedder.get_embedding_dimension()), config.ppo,
+                                       config.trainer.seed)
+        rollout = RolloutCallback(config, tokenizer, setter_prompt(examples), solver, embedder, reference_distance)
+        trainer = L.Trainer(
+            max_epochs=config.trainer.iterations, precision=config.trainer.precision,
+            accelerator=config.trainer.accelerator, devices=config.trainer.devices, strategy=config.trainer.strategy,
+            logger=logger, log_every_n_steps=1, num_sanity_val_steps=0, use_distributed_sampler=False,
+            gradient_clip_val=config.ppo.max_grad_norm, accumulate_grad_batches=config.ppo.accumulate_grad_batches,
+            callbacks=[rollout, RichProgressBar(),
+                       ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0)],
+        )
+        if trainer.global_rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "config.yaml").write_text(to_yaml(config))
+        trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
+    return run_dir
+
+
+def _trainable(policy, config: TrainConfig):
+    """(policy to train, frozen copy or None). With LoRA the base weights are the frozen reference
+    and the Solver (adapters disabled); otherwise one frozen copy serves as both."""
+    if config.model.lora_rank:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=config.model.lora_rank, lora_alpha=config.model.lora_alpha, lora_dropout=0.0,
+                          target_modules=list(config.model.lora_targets), task_type="CAUSAL_LM")
+        return get_peft_model(policy, lora), None
+    frozen = copy.deepcopy(policy).requires_grad_(False).eval()
+    if config.trainer.precision.startswith("bf16"):
+        frozen = frozen.to(torch.bfloat16)  # it only samples and scores: bf16 weights sample fastest
+    return policy, frozen
+
+
+def _reference_puzzles(config: TrainConfig):
+    if config.reward.reference is None:
+        return bundled_puzzles()
+    split = load_p3_split(config.reward.reference_split)
+    return in_classes(load_p3(config.reward.reference), split["train"])
+
+
+def find_checkpoint(config: TrainConfig, resume: str) -> str:
+    """`resume` as a path, or "auto": the newest runs/<name>/version_N/checkpoints/last.ckpt."""
+    if resume != "auto":
+        if not Path(resume).is_file():
+            raise ConfigError(f"checkpoint {resume} does not exist")
+        try:
+            torch.load(resume, map_location="cpu", weights_only=False, mmap=True)
+        except Exception as error:  # noqa: BLE001 - any way of being unreadable
+            raise ConfigError(f"checkpoint {resume} is unreadable ({type(error).__name__}); not starting afresh") from None
+        return resume
+    candidates = sorted(Path(config.trainer.run_root, config.name).glob("version_*/checkpoints/last.ckpt"),
+                        key=lambda path: int(_version_of(str(path))))
+    if not candidates:
+        raise ConfigError(f"RESUME=auto found no checkpoint under {Path(config.trainer.run_root, config.name)}")
+    return find_checkpoint(config, str(candidates[-1]))
+
+
+def _version_of(checkpoint: str) -> int:
+    match = re.search(r"version_(\d+)", checkpoint)
+    if not match:
+        raise ConfigError(f"checkpoint {checkpoint} is not inside a runs/<name>/version_N folder")
+    return int(match.group(1))

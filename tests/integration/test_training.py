@@ -1,0 +1,125 @@
+"""The Setter's PPO loop end to end on a tiny model built in code: smoke run, learning, resume,
+checkpoint errors, and every config file."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from codeplay_lightning.config import ConfigError, load_config
+from codeplay_lightning.train import train
+from conftest import stream_llama
+
+CONFIGS = Path(__file__).parents[2] / "configs"
+
+
+def tiny_config(run_root: Path, *overrides: str):
+    return load_config([CONFIGS / "smoke.yaml"], [
+        f"trainer.run_root={run_root}", "trainer.precision=32-true", "model.name=tiny-stream",
+        "rollout.n_envs=3", "rollout.n_steps=48", "solver.max_new_tokens=24", "ppo.lr=1e-3",
+        "ppo.n_minibatches=2", "ppo.ppo_epochs=2", *overrides])
+
+
+@pytest.fixture(scope="module")
+def stream_model(char_tokenizer):
+    return stream_llama(char_tokenizer)
+
+
+def run(tmp_path, stream_model, tokenizer, *overrides, resume=None) -> Path:
+    return train(tiny_config(tmp_path, *overrides), resume=resume, policy=copy.deepcopy(stream_model),
+                 tokenizer=tokenizer)
+
+
+def read_puzzles(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "puzzles.jsonl").read_text().splitlines()]
+
+
+def load_checkpoint(run_dir: Path) -> dict:
+    return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_config_file_loads_and_validates(path):
+    config = load_config([path])
+    assert config.name == ("balanced" if path.stem == "base" else path.stem)
+    if path.stem in ("none", "difficulty", "novelty", "balanced", "novelty_biased"):
+        weights = {"none": (0, 0), "difficulty": (1, 0), "novelty": (0, 1), "balanced": (1, 1),
+                   "novelty_biased": (0.5, 1.5)}[path.stem]
+        assert (config.reward.w_difficulty, config.reward.w_novelty) == weights
+
+
+@pytest.mark.parametrize("override, message", [
+    ("ppo.nope=1", "Key 'nope' not in 'PPOConfig'"),
+    ("ppo.lr=fast", "could not be converted"),
+    ("rollout.n_envs=0", "must be >= 1"),
+    ("reward.combine=product", "takes no weights"),
+    ("noequals", "not of the form key=value"),
+])
+def test_bad_overrides_are_one_line_errors(override, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config([CONFIGS / "novelty_biased.yaml"], [override])
+    assert "\n" not in str(error.value)
+
+
+def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, char_tokenizer):
+    run_dir = run(tmp_path, stream_model, char_tokenizer)
+    puzzles = read_puzzles(run_dir)
+    assert {p["iteration"] for p in puzzles} == {0, 1}
+    assert [p["index"] for p in puzzles] == list(range(1, len(puzzles) + 1))
+    for puzzle in puzzles:  # random characters never parse: R_d = -1, R = w_d R_d + w_n R_n (balanced)
+        assert not puzzle["valid"] and puzzle["R_d"] == -1
+        assert puzzle["R"] == pytest.approx(puzzle["R_d"] + puzzle["R_n"])
+    checkpoint = load_checkpoint(run_dir)
+    assert checkpoint["epoch"] == 2 and checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
+    archive = checkpoint["ArchiveDataModule"]["archive"]
+    assert archive["texts"] == [p["puzzle"] for p in puzzles]
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    assert (run_dir / "config.yaml").is_file()
+
+
+def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char_tokenizer):
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
+    state = load_checkpoint(run_dir)["state_dict"]
+    before = stream_model.state_dict()
+    changed = [name for name, value in before.items() if not torch.equal(state[f"policy.{name}"], value)]
+    assert len(changed) == len(before)  # every policy tensor was updated (full fine-tune)
+    assert any(name.startswith("value_head.") for name in state)
+
+
+def test_resume_continues_exactly(tmp_path, stream_model, char_tokenizer):
+    straight = run(tmp_path / "straight", stream_model, char_tokenizer, "trainer.iterations=4")
+    first = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=2")
+    resumed = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=4", resume="auto")
+    assert resumed == first  # the same run directory, continued
+    assert read_puzzles(resumed) == read_puzzles(straight)
+    a, b = load_checkpoint(straight), load_checkpoint(resumed)
+    assert a["global_step"] == b["global_step"] == 4 * 2 * 2
+    assert a["ArchiveDataModule"]["archive"]["texts"] == b["ArchiveDataModule"]["archive"]["texts"]
+    for name, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][name], value)
+    adam_a, adam_b = a["optimizer_states"][0]["state"], b["optimizer_states"][0]["state"]
+    for key in adam_a:
+        torch.testing.assert_close(adam_b[key]["exp_avg_sq"], adam_a[key]["exp_avg_sq"])
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path, stream_model, char_tokenizer):
+    broken = tmp_path / "smoke" / "version_0" / "checkpoints" / "last.ckpt"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="unreadable"):
+        run(tmp_path, stream_model, char_tokenizer, resume="auto")
+
+
+def test_checkpoint_of_another_model_is_refused(tmp_path, stream_model, char_tokenizer):
+    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
+    with pytest.raises(ValueError, match="checkpoint was made for"):
+        run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "model.lora_rank=4", resume="auto")
+
+
+def test_missing_checkpoint_never_starts_afresh(tmp_path, stream_model, char_tokenizer):
+    with pytest.raises(ConfigError, match="found no checkpoint"):
+        run(tmp_path, stream_model, char_tokenizer, resume="auto")
