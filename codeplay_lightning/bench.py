@@ -5,6 +5,8 @@
   against unsandboxed in-process `exec`, the ceiling. Goal: ≥ 30× the naive harness.
 - Novelty archive: hnswlib 5-NN at a 100k archive against exact numpy search. Goal: ≥ 20×
   faster at recall@5 ≥ 0.95.
+- PPO minibatch update tokens/s against the bare model's forward + backward on the same batch.
+  Goal: ≥ 60%.
 - Solver sampling tokens/s at batch 32 against one sequence at a time, embedded model, on the
   Solver's own prompts, with fp32 and with bf16 weights. Goal: ≥ 8×.
 """
@@ -116,6 +118,49 @@ def bench_sampling(max_new_tokens: int = 48) -> dict:
     return result
 
 
+def bench_ppo_update(batch_size: int = 8, actions: int = 48, repeats: int = 2) -> dict:
+    """Tokens/s of one PPO minibatch update (scoring forward, losses, backward) against the bare
+    model's forward + backward (cross-entropy) on the same token batch, bf16 autocast."""
+    import torch
+
+    from codeplay_lightning.config import PPOConfig
+    from codeplay_lightning.lightning import SetterPPOModule
+    from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm
+    from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
+
+    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS)
+    module = SetterPPOModule(model, None, PPOConfig(), 0.8, 256, True, identity={})
+    prompt_ids = torch.tensor(tokenizer(setter_prompt(fewshot_puzzles()[:6]))["input_ids"])
+    generator = torch.Generator().manual_seed(0)
+    action_ids = torch.randint(0, len(tokenizer), (batch_size, actions), generator=generator)
+    mask = torch.ones(batch_size, actions)
+    batch = {"input_ids": torch.cat([prompt_ids.expand(batch_size, -1), action_ids], dim=1),
+             "mask": mask, "old_logprobs": torch.full_like(mask, -3.0), "old_values": torch.zeros_like(mask),
+             "advantages": torch.randn(batch_size, actions, generator=generator), "returns": torch.zeros_like(mask)}
+    batch["attention_mask"] = torch.ones_like(batch["input_ids"], dtype=torch.float)
+    module.log_dict = lambda *args, **kwargs: None  # no trainer here
+
+    def ppo_step():
+        module.training_step(batch, 0).backward()
+
+    def bare_step():
+        logits = model(input_ids=batch["input_ids"]).logits[:, :-1].float()
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["input_ids"][:, 1:].flatten()).backward()
+
+    seconds = {}
+    for name, step in (("ppo", ppo_step), ("bare", bare_step)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            step()  # warm-up
+            started = time.perf_counter()
+            for _ in range(repeats):
+                step()
+            seconds[name] = (time.perf_counter() - started) / repeats
+        model.zero_grad(set_to_none=True)
+    tokens = batch["input_ids"].numel()
+    return {"tokens_per_batch": tokens, "ppo_tokens_per_s": tokens / seconds["ppo"],
+            "bare_tokens_per_s": tokens / seconds["bare"], "ppo_over_bare": seconds["bare"] / seconds["ppo"]}
+
+
 def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
     results = {"machine": {"python": platform.python_version(), "cpus": multiprocessing.cpu_count(),
                            "processor": platform.processor() or platform.machine()}}
@@ -136,6 +181,11 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
              ("hnswlib / exact", f"{knn['speedup']}x", "goal >= 20x"),
              ("hnswlib recall@5", f"{knn['recall_at_5']}", "goal >= 0.95")]
     if with_model:
+        print("PPO update vs bare forward+backward, embedded model, bf16 autocast ...", flush=True)
+        results["ppo_update"] = ppo = bench_ppo_update()
+        rows += [("PPO update tokens/s", f"{ppo['ppo_tokens_per_s']:.0f}", ""),
+                 ("bare fwd+bwd tokens/s", f"{ppo['bare_tokens_per_s']:.0f}", ""),
+                 ("PPO update / bare", f"{ppo['ppo_over_bare']:.2f}", "goal >= 0.60")]
         print("sampling: embedded model, batch 32 vs batch 1 ...", flush=True)
         results["sampling"] = sampling = bench_sampling()
         for precision in ("fp32", "bf16"):
@@ -150,3 +200,4 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {out}")
     return results
+

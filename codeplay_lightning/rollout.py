@@ -1,7 +1,9 @@
 """One PPO iteration's data, as plain functions (the Lightning callback only calls them):
 
     generate_episodes   n_envs Setter streams × n_steps token steps; a stream restarts after a puzzle
-    score_puzzles       validity → Solver's N_a attempts in the sandbox → D, R_d; archive → R_n; R
+    judge_puzzles       validity, then the Solver's N_a attempts in the sandbox → D
+    novelty_distances   embeddings against the archive (then archived) → distances to 5-NN
+    reward_puzzles      R_d, R_n and R
     PPOBuffer           padded action tokens with old log-probs, values, advantages and returns
 
 A puzzle ends at the blank line after `f` (or the eos token). A puzzle still open when its stream
@@ -67,24 +69,28 @@ def generate_episodes(model, tokenizer, prompt: str, n_envs: int, n_steps: int, 
     return episodes, truncated
 
 
-def score_puzzles(texts: Sequence[str], solver: FewShotSolver, archive: NoveltyArchive, embedder,
-                  reference_distance: float, reward: RewardConfig, generator: torch.Generator,
-                  gather=None) -> list[ScoredPuzzle]:
-    """Rewards for `texts`, archiving them. Invalid puzzles are archived and scored for novelty too:
-    novelty is about what the Setter writes. Under DDP, `gather(texts, embeddings) -> (all_texts,
-    all_embeddings, offset)` hands every rank all ranks' puzzles in rank order: each archive adds
-    them all (they stay identical) and each rank keeps its own rows' distances."""
+def judge_puzzles(texts: Sequence[str], solver: FewShotSolver, generator: torch.Generator) -> list[tuple]:
+    """(validity check, the Solver's result or None when invalid) per puzzle."""
     checks = [check_puzzle(text) for text in texts]
     valid = [check.puzzle for check in checks if check.valid]
     solved = iter(solver.solve(valid, generator=generator) if valid else [])
-    results = [next(solved) if check.valid else None for check in checks]
+    return [(check, next(solved) if check.valid else None) for check in checks]
 
+
+def novelty_distances(texts: Sequence[str], archive: NoveltyArchive, embedder, gather=None) -> list[np.ndarray]:
+    """Distances to each puzzle's nearest predecessors, archiving the puzzles. Invalid puzzles are
+    archived too: novelty is about what the Setter writes. Under DDP, `gather(texts, embeddings) ->
+    (all_texts, all_embeddings, offset)` hands every rank all ranks' puzzles in rank order: each
+    archive adds them all (they stay identical) and each rank keeps its own rows' distances."""
     embeddings = embed(embedder, list(texts))  # (N, D)
     all_texts, all_embeddings, offset = (texts, embeddings, 0) if gather is None else gather(texts, embeddings)
-    distances = archive.score_and_add(list(all_texts), all_embeddings)[offset:offset + len(texts)]
+    return archive.score_and_add(list(all_texts), all_embeddings)[offset:offset + len(texts)]
 
+
+def reward_puzzles(texts: Sequence[str], judged: list[tuple], distances: list[np.ndarray],
+                   reference_distance: float, reward: RewardConfig) -> list[ScoredPuzzle]:
     scored = []
-    for text, check, result, neighbours in zip(texts, checks, results, distances):
+    for text, (check, result), neighbours in zip(texts, judged, distances):
         d = result.difficulty if result is not None else math.inf
         r_d = difficulty_reward(d, check.valid)
         r_n = novelty_reward(neighbours.tolist(), reference_distance)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
@@ -23,10 +24,12 @@ from codeplay_lightning.solver import FewShotSolver
 log = logging.getLogger("codeplay_lightning")
 
 
-def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer=None) -> Path:
+def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer=None,
+          callbacks: Sequence[L.Callback] = ()) -> Path:
     """Train the Setter; returns the run directory. `resume` is a checkpoint path or "auto" (the
     newest `last.ckpt` of this config's runs). `policy`/`tokenizer` replace loading `model.name`
-    (tests pass tiny models built in code)."""
+    (tests pass tiny models built in code); `callbacks` are extra Lightning callbacks (for tests
+    and tools that observe a run)."""
     checkpoint = find_checkpoint(config, resume) if resume else None
     L.seed_everything(config.trainer.seed, workers=True, verbose=False)
     if policy is None:
@@ -56,7 +59,7 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
             logger=logger, log_every_n_steps=1, num_sanity_val_steps=0, use_distributed_sampler=False,
             gradient_clip_val=config.ppo.max_grad_norm, accumulate_grad_batches=config.ppo.accumulate_grad_batches,
             callbacks=[rollout, RichProgressBar(),
-                       ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0)],
+                       ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0), *callbacks],
         )
         if trainer.global_rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)

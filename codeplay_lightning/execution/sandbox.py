@@ -93,6 +93,7 @@ class Sandbox:
         self._workers: list[_Worker] = []
         self._selector = selectors.DefaultSelector()
         self.workers_started = 0
+        self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
         self._warned = False
 
     def __enter__(self) -> Sandbox:
@@ -112,6 +113,7 @@ class Sandbox:
     def verify(self, programs: Sequence[Program],
                on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
         """One verdict per program, in order. `on_verdict(index, verdict)` is called as each lands."""
+        started = time.perf_counter()
         results: list[Verdict | None] = [None] * len(programs)
         pending = deque(range(len(programs)))
         retried: set[int] = set()
@@ -135,6 +137,7 @@ class Sandbox:
             for worker in [w for w in self._workers if w.task is not None]:  # their tasks die with this call
                 self._discard(worker)
             raise
+        self.busy_seconds += time.perf_counter() - started
         return results  # type: ignore[return-value]
 
     def close(self) -> None:

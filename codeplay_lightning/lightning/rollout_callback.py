@@ -20,7 +20,8 @@ import torch.distributed as dist
 
 from codeplay_lightning.config import TrainConfig
 from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
-from codeplay_lightning.rollout import PPOBuffer, ScoredPuzzle, generate_episodes, pad_actions, score_puzzles
+from codeplay_lightning.rollout import (PPOBuffer, ScoredPuzzle, generate_episodes, judge_puzzles, novelty_distances,
+                                        pad_actions, reward_puzzles)
 from codeplay_lightning.solver import FewShotSolver
 
 SMOOTHING = 200  # puzzles, as the paper's curves
@@ -42,18 +43,44 @@ class RolloutCallback(L.Callback):
         self.generator.manual_seed(self.config.trainer.seed * 1000 + trainer.global_rank)
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        started = time.perf_counter()
+        clock = _Clock()
+        sandbox_before = self.solver.sandbox.busy_seconds
         rollout = self.config.rollout
         with torch.no_grad(), trainer.precision_plugin.forward_context():
             episodes, truncated = generate_episodes(module.policy, self.tokenizer, self.setter_prompt, rollout.n_envs,
                                                     rollout.n_steps, rollout.temperature, rollout.top_p, self.generator)
+            clock.lap("setter_sampling")
+            texts = [episode.text for episode in episodes]
             with _solver_weights(module):
-                scored = score_puzzles([e.text for e in episodes], self.solver, trainer.datamodule.archive,
-                                       self.embedder, self.reference_distance, self.config.reward, self.generator,
-                                       gather=_gather_puzzles if trainer.world_size > 1 else None)
+                judged = judge_puzzles(texts, self.solver, self.generator)
+            clock.lap("solver")  # the Solver's sampling and the sandbox
+            distances = novelty_distances(texts, trainer.datamodule.archive, self.embedder,
+                                          gather=_gather_puzzles if trainer.world_size > 1 else None)
+            scored = reward_puzzles(texts, judged, distances, self.reference_distance, self.config.reward)
+            clock.lap("novelty")
             buffer, kl_ref = build_buffer(module, self.prompt_ids, episodes, scored, self.config)
+            clock.lap("old_logprobs_and_values")
         trainer.datamodule.buffer = buffer
-        self._log(trainer, scored, truncated, kl_ref, time.perf_counter() - started)
+        clock.laps["sandbox"] = self.solver.sandbox.busy_seconds - sandbox_before
+        self.clock = clock
+        self._log(trainer, scored, truncated, kl_ref, clock.total())
+
+    def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        """Where the iteration's time went, appended to iterations.jsonl (rank 0)."""
+        self.clock.lap("ppo_update")
+        if trainer.global_rank != 0:
+            return
+        laps = self.clock.laps
+        model = laps["setter_sampling"] + laps["old_logprobs_and_values"] + laps["ppo_update"]
+        model += laps["solver"] - laps["sandbox"]  # the Solver's sampling
+        record = {"iteration": trainer.current_epoch, "seconds": self.clock.total(),
+                  **{f"{name}_seconds": value for name, value in laps.items()},
+                  "outside_models_frac": 1 - model / self.clock.total()}
+        with (Path(trainer.logger.log_dir) / "iterations.jsonl").open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        trainer.logger.log_metrics({"time/iteration_s": record["seconds"],
+                                    "time/outside_models_frac": record["outside_models_frac"]},
+                                   step=trainer.global_step)
 
     def _log(self, trainer: L.Trainer, scored: list[ScoredPuzzle], truncated: int, kl_ref: float, seconds: float):
         everyone = _gather_objects(trainer, (scored, truncated, kl_ref, seconds))
@@ -101,6 +128,22 @@ class RolloutCallback(L.Callback):
         self.puzzles_generated = state["puzzles_generated"]
         for name, values in state["recent"].items():
             self.recent[name].extend(values)
+
+
+class _Clock:
+    """Named laps of wall time since the previous lap."""
+
+    def __init__(self):
+        self.started = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def total(self) -> float:
+        return self.last - self.started
 
 
 def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[ScoredPuzzle],

@@ -78,6 +78,14 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
     archive = checkpoint["ArchiveDataModule"]["archive"]
     assert archive["texts"] == [p["puzzle"] for p in puzzles]
     assert list(run_dir.glob("events.out.tfevents.*"))
+    iterations = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
+    assert [record["iteration"] for record in iterations] == [0, 1]
+    for record in iterations:
+        laps = [record[f"{name}_seconds"] for name in
+                ("setter_sampling", "solver", "novelty", "old_logprobs_and_values", "ppo_update")]
+        assert record["seconds"] == pytest.approx(sum(laps))
+        assert 0 <= record["sandbox_seconds"] <= record["solver_seconds"]
+        assert 0 < record["outside_models_frac"] < 1
     assert (run_dir / "config.yaml").is_file()
 
 
