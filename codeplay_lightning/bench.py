@@ -7,6 +7,8 @@
   faster at recall@5 ≥ 0.95.
 - PPO minibatch update tokens/s against the bare model's forward + backward on the same batch.
   Goal: ≥ 60%.
+- One CPU-scale training iteration on the embedded model: the share of its time spent outside
+  the models (sandbox, novelty, glue; goal ≤ 10%) and the peak RSS (full fine-tune; goal ≤ 8 GiB).
 - Solver sampling tokens/s at batch 32 against one sequence at a time, embedded model, on the
   Solver's own prompts, with fp32 and with bf16 weights. Goal: ≥ 8×.
 """
@@ -161,6 +163,29 @@ def bench_ppo_update(batch_size: int = 8, actions: int = 48, repeats: int = 2) -
             "bare_tokens_per_s": tokens / seconds["bare"], "ppo_over_bare": seconds["bare"] / seconds["ppo"]}
 
 
+def bench_training_iteration(config: str = "configs/balanced.yaml") -> dict:
+    """One CPU-scale PPO iteration of `config` on the embedded model (full fine-tune), in a child
+    process: where its time went (iterations.jsonl) and the child's peak resident memory."""
+    import resource
+    import subprocess
+    import sys
+    import tempfile
+
+    if not Path(config).is_file():
+        raise ValueError(f"{config} not found: run the benchmarks from the repository root")
+    with tempfile.TemporaryDirectory() as runs:
+        command = [sys.executable, "-m", "codeplay_lightning.cli", "train", config, f"trainer.run_root={runs}",
+                   "trainer.iterations=1"]
+        completed = subprocess.run(command, capture_output=True, text=True)
+        if completed.returncode:
+            raise RuntimeError(f"the training iteration failed:\n{completed.stderr[-2000:]}")
+        (record_file,) = Path(runs).glob("*/version_0/iterations.jsonl")
+        record = json.loads(record_file.read_text().splitlines()[-1])
+    record["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB on Linux
+    record["config"] = config
+    return record
+
+
 def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
     results = {"machine": {"python": platform.python_version(), "cpus": multiprocessing.cpu_count(),
                            "processor": platform.processor() or platform.machine()}}
@@ -186,6 +211,11 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
         rows += [("PPO update tokens/s", f"{ppo['ppo_tokens_per_s']:.0f}", ""),
                  ("bare fwd+bwd tokens/s", f"{ppo['bare_tokens_per_s']:.0f}", ""),
                  ("PPO update / bare", f"{ppo['ppo_over_bare']:.2f}", "goal >= 0.60")]
+        print("one CPU-scale training iteration (configs/balanced.yaml) ...", flush=True)
+        results["iteration"] = iteration = bench_training_iteration()
+        rows += [("iteration seconds", f"{iteration['seconds']:.0f}", ""),
+                 ("share outside the models", f"{iteration['outside_models_frac']:.3f}", "goal <= 0.10"),
+                 ("peak RSS, full fine-tune (GiB)", f"{iteration['peak_rss_gib']:.2f}", "goal <= 8")]
         print("sampling: embedded model, batch 32 vs batch 1 ...", flush=True)
         results["sampling"] = sampling = bench_sampling()
         for precision in ("fp32", "bf16"):

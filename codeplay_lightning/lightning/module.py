@@ -49,10 +49,10 @@ class SetterPPOModule(L.LightningModule):
     def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_actions: int, model: nn.Module | None = None):
         """Log-probs at the sampling temperature, values V(s_t) and logits for the last `n_actions`
         tokens: (B, T), (B, T), (B, T, V). `model` (the reference) scores without a value head."""
-        output = (model or self.policy)(input_ids=input_ids, attention_mask=attention_mask,
-                                        output_hidden_states=model is None)
         start = input_ids.shape[1] - n_actions - 1  # logits at position p predict token p + 1
-        logits = output.logits[:, start:-1].float()  # (B, T, V)
+        output = (model or self.policy)(input_ids=input_ids, attention_mask=attention_mask,
+                                        output_hidden_states=model is None, logits_to_keep=n_actions + 1)
+        logits = output.logits[:, :-1].float()  # (B, T, V); the prompt's logits are never computed
         logprobs = logprobs_from_logits(logits, input_ids[:, start + 1:], self.temperature)
         if model is not None:
             return logprobs, None, logits

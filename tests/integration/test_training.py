@@ -131,3 +131,27 @@ def test_checkpoint_of_another_model_is_refused(tmp_path, stream_model, char_tok
 def test_missing_checkpoint_never_starts_afresh(tmp_path, stream_model, char_tokenizer):
     with pytest.raises(ConfigError, match="found no checkpoint"):
         run(tmp_path, stream_model, char_tokenizer, resume="auto")
+
+
+def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tokenizer):
+    """PPO's ratio starts at 1 only if the update scores tokens exactly as they were sampled."""
+    from codeplay_lightning.config import PPOConfig
+    from codeplay_lightning.lightning import SetterPPOModule
+    from codeplay_lightning.models import SamplingConfig, sample
+    from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
+    from codeplay_lightning.rollout import Episode, pad_actions
+
+    model = copy.deepcopy(stream_model)
+    prompt = setter_prompt(fewshot_puzzles()[:2])
+    samples = sample(model, char_tokenizer, [prompt] * 3, SamplingConfig(20, temperature=0.7),
+                     [torch.Generator().manual_seed(seed) for seed in range(3)])
+    module = SetterPPOModule(model, None, PPOConfig(), 0.7, 16, True, identity={})
+    action_ids, mask = pad_actions([Episode(text, ids) for text, ids in zip(samples.texts, samples.token_ids)])
+    prompt_ids = torch.tensor(char_tokenizer(prompt)["input_ids"]).expand(3, -1)
+    ids = torch.cat([prompt_ids, action_ids], dim=1)
+    attention = torch.cat([torch.ones_like(prompt_ids, dtype=torch.float), mask], dim=1)
+    with torch.no_grad():
+        logprobs, values, _ = module.score(ids, attention, action_ids.shape[1])
+    for row, sampled in enumerate(samples.logprobs):
+        torch.testing.assert_close(logprobs[row, :len(sampled)], sampled, atol=1e-4, rtol=1e-4)
+    assert values.shape == action_ids.shape
