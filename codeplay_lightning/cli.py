@@ -1,4 +1,4 @@
-"""The `codeplay` command: verify puzzle solutions, solve puzzles with a Solver LM, benchmark.
+"""The `codeplay` command: train the Setter, verify puzzle solutions, solve puzzles with a Solver LM, benchmark.
 
 Heavy imports (torch, transformers) happen inside the commands that need them, so
 `codeplay verify` starts fast.
