@@ -14,6 +14,9 @@ from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.ppo import entropy_from_logits, logprobs_from_logits, policy_loss, value_loss
 
 
+METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
+
+
 class ValueHead(nn.Module):
     """A separate, untrained MLP on the LM's last hidden states, as in the paper."""
 
@@ -63,16 +66,22 @@ class SetterPPOModule(L.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]
         if mask.numel() == 0:  # a rank with no puzzle this iteration still steps with the others
-            return sum(parameter.sum() * 0 for parameter in self.parameters() if parameter.requires_grad)
+            loss = sum(parameter.sum() * 0 for parameter in self.parameters() if parameter.requires_grad)
+            if self.trainer.world_size > 1:  # and joins their metrics' all-reduces (sync_dist), or they hang
+                self._log_metrics(dict.fromkeys(METRICS, 0.0), batch_size=0)  # weight 0 in the epoch means
+            return loss
         logprobs, values, logits = self.score(batch["input_ids"], batch["attention_mask"], mask.shape[1])
         policy = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range)
         v_loss = value_loss(values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value)
         entropy = entropy_from_logits(logits, mask)
         loss = policy.pg_loss + self.ppo.value_coef * v_loss - self.ppo.entropy_coef * entropy
-        self.log_dict({"ppo/policy_loss": policy.pg_loss, "ppo/value_loss": v_loss, "ppo/entropy": entropy,
-                       "ppo/approx_kl": policy.approx_kl, "ppo/clip_frac": policy.clip_frac, "ppo/loss": loss},
-                      on_step=True, on_epoch=True, batch_size=len(mask), sync_dist=True)
+        self._log_metrics(dict(zip(METRICS, (policy.pg_loss, v_loss, entropy, policy.approx_kl, policy.clip_frac,
+                                             loss))), batch_size=len(mask))
         return loss
+
+    def _log_metrics(self, metrics: dict, batch_size: int) -> None:
+        """Every rank logs the same keys in the same order at every step: each is all-reduced."""
+        self.log_dict(metrics, on_step=True, on_epoch=True, batch_size=batch_size, sync_dist=True)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["codeplay"] = self.identity

@@ -120,11 +120,19 @@ class RolloutCallback(L.Callback):
         writer.add_text("puzzles/recent", recent, trainer.global_step)
 
     def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state(), "puzzles_generated": self.puzzles_generated,
+        # every rank's generator in rank order (Lightning calls this on every rank, saves rank 0's dict):
+        # each rank resumes its own stream, not rank 0's (the ranks would then sample the same puzzles)
+        generators = [self.generator.get_state()]
+        if dist.is_available() and dist.is_initialized():
+            generators = [None] * dist.get_world_size()
+            dist.all_gather_object(generators, self.generator.get_state())
+        return {"generators": generators, "puzzles_generated": self.puzzles_generated,
                 "recent": {name: list(values) for name, values in self.recent.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.generator.set_state(state["generator"])
+        rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+        if rank < len(state["generators"]):  # a rank the checkpoint did not have keeps its seed from `setup`
+            self.generator.set_state(state["generators"][rank])
         self.puzzles_generated = state["puzzles_generated"]
         for name, values in state["recent"].items():
             self.recent[name].extend(values)
