@@ -155,3 +155,15 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
     for row, sampled in enumerate(samples.logprobs):
         torch.testing.assert_close(logprobs[row, :len(sampled)], sampled, atol=1e-4, rtol=1e-4)
     assert values.shape == action_ids.shape
+
+
+def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path, stream_model, char_tokenizer):
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "model.lora_rank=4",
+                  "ppo.kl_coef=0.1", "ppo.kl_estimator=k3")
+    state = load_checkpoint(run_dir)["state_dict"]
+    lora = {name: value for name, value in state.items() if "lora_" in name}
+    assert lora and any("lora_B" in name and value.abs().sum() > 0 for name, value in lora.items())  # B starts at 0
+    base = {name.replace("policy.base_model.model.", "").replace(".base_layer", ""): value
+            for name, value in state.items() if name.startswith("policy.") and "lora_" not in name}
+    for name, value in stream_model.state_dict().items():  # the frozen base is the Solver and the reference
+        torch.testing.assert_close(base[name], value)
