@@ -4,10 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= balanced
 ARGS ?=
+RUNS ?= runs/*/version_0
+OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
-.PHONY: help install train tensorboard test test-full bench clean
+.PHONY: help install train tensorboard test test-full bench compare sweep clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +39,12 @@ test-full: $(BIN)/codeplay ## the test suite with per-test timings
 
 bench: $(BIN)/codeplay ## side-by-side benchmarks, written to bench/bench.json
 	$(BIN)/codeplay bench --out bench/bench.json
+
+compare: $(BIN)/codeplay ## the paper's figure 2 and appendix C from runs: RUNS="runs/*/version_0" OUT=docs/results
+	$(BIN)/codeplay compare $(RUNS) --out $(OUT)
+
+sweep: $(BIN)/codeplay ## train the six paper presets at the CPU scale (~2 h; rerun to resume), then compare into OUT
+	$(BIN)/codeplay sweep --out $(OUT)
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache bench *.egg-info

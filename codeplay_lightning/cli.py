@@ -1,4 +1,5 @@
-"""The `codeplay` command: train the Setter, verify puzzle solutions, solve puzzles with a Solver LM, benchmark.
+"""The `codeplay` command: train the Setter, verify puzzle solutions, solve puzzles with a Solver LM, compare
+and sweep experiments, benchmark.
 
 Heavy imports (torch, transformers) happen inside the commands that need them, so
 `codeplay verify` starts fast.
@@ -56,6 +57,20 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--pairs", type=int, default=2000, help="programs in the sandbox benchmark")
     bench.add_argument("--skip-model", action="store_true", help="only the sandbox benchmark")
     bench.set_defaults(run=run_bench)
+
+    compare = commands.add_parser("compare", help="the paper's figure 2 and appendix C from training runs")
+    compare.add_argument("runs", nargs="+", metavar="RUN_DIR", help="runs/<preset>/version_N directories")
+    compare.add_argument("--out", required=True, help="directory for figure.png and report.md")
+    compare.add_argument("--seed", type=int, default=0, help="seeds the appendix's puzzle samples")
+    compare.set_defaults(run=run_compare)
+
+    sweep = commands.add_parser("sweep", help="train the paper's presets one after another (resumable), then compare")
+    sweep.add_argument("--presets", help="comma-separated configs/<preset>.yaml names (default: the paper's six, "
+                                         "none,difficulty,novelty,balanced,novelty_biased,product)")
+    sweep.add_argument("--run-root", default="runs", help="each preset trains into RUN_ROOT/<preset>/version_0")
+    sweep.add_argument("--out", default="docs/results", help="where compare writes figure.png and report.md")
+    sweep.add_argument("--seed", type=int, default=0, help="trainer.seed of every run, and the compare seed")
+    sweep.set_defaults(run=run_sweep)
 
     args = parser.parse_args(argv)
     try:
@@ -174,6 +189,34 @@ def run_solve(args: argparse.Namespace) -> int:
         print(f"  mean difficulty D of solved puzzles: {mean_difficulty:.2f}")
     print(f"results written to {out}")
     return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from codeplay_lightning.compare import compare
+
+    _print_comparison(compare([Path(run) for run in args.runs], Path(args.out), seed=args.seed))
+    return 0
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    import logging
+
+    from codeplay_lightning.sweep import PRESETS, sweep
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    presets = [preset.strip() for preset in args.presets.split(",") if preset.strip()] if args.presets else PRESETS
+    result = sweep(presets, Path(args.run_root), Path(args.out), seed=args.seed)
+    _print_comparison(result["comparison"])
+    return 0
+
+
+def _print_comparison(result: dict) -> None:
+    for run in result["runs"]:
+        final = "  ".join(f"{key}={'-' if value is None else f'{value:.3f}'}" for key, value in run["final"].items())
+        print(f"{run['label']}: {run['puzzles']} puzzles  {final}")
+        for note in run["notes"]:
+            print(f"  note: {note}")
+    print(f"figure: {result['figure']}\nreport: {result['report']}")
 
 
 def run_bench(args: argparse.Namespace) -> int:
