@@ -169,7 +169,7 @@ def run_solve(args: argparse.Namespace) -> int:
     with Sandbox(workers=args.workers) as sandbox, _progress() as progress:
         solver = FewShotSolver(model, tokenizer, sandbox, fewshot_puzzles(), config)
         task = progress.add_task("solving", total=len(puzzles) * config.attempts)
-        results = solver.solve(puzzles, torch.Generator().manual_seed(args.seed),
+        results = solver.solve(puzzles, generator=torch.Generator().manual_seed(args.seed),
                                on_batch_done=lambda done, total: progress.update(task, completed=done))
     elapsed = time.perf_counter() - started
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -63,3 +63,25 @@ def test_reader_keeps_p3_instances_without_solutions_as_entries_without_g():
     assert len(entries) == sum(max(1, len(p.solutions)) for p in puzzles)
     unsolved = {p.name for p in puzzles if not p.solutions}
     assert unsolved and {e.name for e in entries if e.g is None} == unsolved
+
+
+def test_solve_writes_one_result_per_puzzle(tmp_path, tiny_llama, char_tokenizer, capsys):
+    model_dir = tmp_path / "tiny"
+    tiny_llama.save_pretrained(model_dir)
+    char_tokenizer.save_pretrained(model_dir)
+    source = write_jsonl(tmp_path / "puzzles.jsonl", [
+        {"name": "hello", "f": F_HELLO, "g": "ignored"},
+        {"name": "three", "f": "def f(x: int):\n    return x == 3"},
+        "{broken",
+    ])
+    out = tmp_path / "solved.jsonl"
+    assert main(["solve", str(source), "--attempts", "2", "--model", str(model_dir), "--max-new-tokens", "6",
+                 "--batch-size", "3", "--out", str(out)]) == 0
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["name"] for r in results] == ["hello", "three"]
+    for result in results:
+        assert result["attempts"] == 2 and sum(result["statuses"].values()) == 2
+        assert len(result["solutions"]) == result["passes"]
+        assert (result["difficulty"] is None) == (result["passes"] == 0)
+    captured = capsys.readouterr()
+    assert "line 3 is not JSON" in captured.err and "puzzles solved" in captured.out
