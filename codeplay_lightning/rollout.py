@@ -136,8 +136,3 @@ def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor
         mask[row, :len(episode.token_ids)] = 1
     return ids, mask
 
-
-def smoothed(values: Sequence[float], window: int = 200) -> float:
-    """Mean of the last `window` values (the paper's curves are smoothed over 200 puzzles)."""
-    tail = values[-window:]
-    return float(np.mean(tail)) if len(tail) else 0.0
