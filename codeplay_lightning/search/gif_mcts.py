@@ -1,0 +1,294 @@
+"""GIF-MCTS: Generate, Improve and Fix with Monte Carlo Tree Search (Dainese et al. 2024, §4, app. A).
+
+Nodes are programs, edges are LLM actions. A node stores a *state* (a prefix of its program that
+grows by L lines per level) and a *rollout* (the rest); the full program state + rollout is what is
+evaluated. Each iteration selects with UCT down to an unexpanded action, calls the LLM once,
+evaluates the new program and backpropagates its score (mean returns, γ = 1).
+
+Choices where the paper is vague (each marked "ours" below):
+- improve / fix rewrite the whole program; their child's state is its first (parent's state lines + L)
+  lines, the same cut a generate makes, so that every level of the tree adds L lines of state;
+- a buggy node backpropagates nothing (neither its 0 nor its temporary value); visit counts still
+  grow along the path. When a fix chain succeeds, the fixed score flows back through the chain, which
+  sets the buggy nodes' values to it (app. A);
+- a fix chain's nodes share one temporary value, 0.99·(1 − k/f) after k failed fixes;
+- w_G, w_L: per action type, positive weights fitted by one gradient step on log-weights per
+  expansion, on the squared error between the estimate made before the expansion and the new child's
+  value (0 when buggy); only when v_L exists, since otherwise the estimate does not depend on them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from codeplay_lightning.search.llm import LLM
+from codeplay_lightning.search.tasks import Task, continuation, extract_code
+
+ROOT, GENERATE, IMPROVE, FIX = "root", "generate", "improve", "fix"
+ESTIMATED = (GENERATE, IMPROVE)  # action types whose unexplored value is estimated (app. A)
+
+
+@dataclass
+class GifMctsConfig:
+    budget: int = 50  # B: LLM calls (paper §5.3)
+    new_lines: int = 2  # L: lines of state a level adds (table 4)
+    exploration: float = 0.1  # C in UCT (table 4)
+    visit_offset: float = 1.0  # ε in UCT (table 4)
+    prior_generate: float = 0.5  # v_g prior (table 4)
+    prior_improve: float = 0.55  # v_i prior (table 4)
+    prior_count: int = 2  # pseudo-count of each prior (table 4)
+    max_fixes: int = 3  # f: fixes allowed in a row (table 4)
+    buggy_value: float = 0.99  # first temporary value of a buggy node (app. A)
+    weight_lr: float = 1.0  # step size of the online w_G / w_L fit (ours: the paper gives none)
+
+    def __post_init__(self):
+        if self.budget < 1 or self.new_lines < 1 or self.max_fixes < 1 or self.prior_count < 0:
+            raise ValueError(f"invalid GifMctsConfig: {self}")
+
+
+@dataclass(eq=False)
+class Node:
+    action: str  # the action that made this node: root | generate | improve | fix
+    state: str
+    rollout: str = ""
+    score: float = 0.0  # the evaluation of state + rollout
+    buggy: bool = False
+    error: str = ""
+    failing_example: str | None = None
+    fix_depth: int = 0  # fixes in a row that produced this node
+    temp_value: float | None = None  # buggy nodes only (app. A); never backpropagated
+    value_sum: float = 0.0  # backpropagated scores
+    value_count: int = 0
+    visits: int = 0
+    children: list[Node] = field(default_factory=list)
+
+    @property
+    def program(self) -> str:
+        return self.state + self.rollout
+
+    @property
+    def value(self) -> float:
+        """Mean backpropagated score; 0 for a buggy node nothing has reached yet (paper §4)."""
+        return self.value_sum / self.value_count if self.value_count else 0.0
+
+    @property
+    def selection_value(self) -> float:
+        """v_i in UCT: the temporary value stands in for a buggy node until a fix succeeds."""
+        if self.buggy and self.value_count == 0:
+            return self.temp_value or 0.0
+        return self.value
+
+    def to_dict(self) -> dict:
+        return {"action": self.action, "state": self.state, "rollout": self.rollout, "program": self.program,
+                "score": self.score, "value": self.value, "visits": self.visits, "buggy": self.buggy,
+                "error": self.error, "failing_example": self.failing_example, "fix_depth": self.fix_depth,
+                "temp_value": self.temp_value, "value_sum": self.value_sum, "value_count": self.value_count,
+                "children": [child.to_dict() for child in self.children]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Node:
+        fields = {key: data[key] for key in ("action", "state", "rollout", "score", "buggy", "error",
+                                             "failing_example", "fix_depth", "temp_value", "value_sum",
+                                             "value_count", "visits")}
+        return cls(**fields, children=[cls.from_dict(child) for child in data["children"]])
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    program: str
+    score: float
+    calls: int
+
+
+def split_program(program: str, state_lines: int) -> tuple[str, str]:
+    """(state, rollout): the first `state_lines` lines and the rest."""
+    lines = program.splitlines(keepends=True)
+    return "".join(lines[:state_lines]), "".join(lines[state_lines:])
+
+
+class GifMcts:
+    def __init__(self, task: Task, llm: LLM, config: GifMctsConfig | None = None):
+        self.task, self.llm = task, llm
+        self.config = config or GifMctsConfig()
+        self.root = Node(ROOT, task.root_code)
+        self.calls = 0
+        self.weights = {action: [1.0, 1.0] for action in ESTIMATED}  # [w_G, w_L] per action type
+        self.best: Node | None = None
+
+    # ------------------------------------------------------------------ the search loop
+
+    def run(self) -> SearchResult:
+        """Iterate until the budget of LLM calls is spent or a program scores 1 (early stop)."""
+        while self.calls < self.config.budget and (self.best is None or self.best.score < 1.0):
+            self.iterate()
+        best = self.best
+        return SearchResult(best.program if best else "", best.score if best else 0.0, self.calls)
+
+    def iterate(self) -> Node:
+        """Selection, expansion, evaluation, backpropagation; returns the new node."""
+        node, path = self.root, [self.root]
+        self.root.visits += 1
+        while True:  # selection: every node on the path counts a visit (N in UCT)
+            choice = self.select(node)
+            if isinstance(choice, str):
+                break
+            node = choice
+            node.visits += 1
+            path.append(node)
+        child = self.expand(node, choice)
+        self.backpropagate(path, child)
+        return child
+
+    # ------------------------------------------------------------------ selection
+
+    def actions(self, node: Node) -> list[str]:
+        """Unexpanded actions (app. A): the root only generates; a healthy node always has a fresh
+        generate and improve (progressive widening); a buggy node has a single fix, up to f in a row."""
+        if node.action == ROOT:
+            return [GENERATE]
+        if not node.buggy:
+            return [GENERATE, IMPROVE]
+        return [FIX] if not node.children and node.fix_depth < self.config.max_fixes else []
+
+    def alive(self, node: Node) -> bool:
+        """False for a buggy chain whose fixes ran out: selecting it could expand nothing."""
+        if not node.buggy:
+            return True
+        return bool(self.actions(node)) or any(self.alive(child) for child in node.children)
+
+    def expanded_count(self, node: Node, action: str) -> int:
+        """n_{a=a_i}: the node's expanded children of that action type."""
+        return sum(child.action == action for child in node.children)
+
+    def exploration_bonus(self, node: Node, action: str) -> float:
+        """C·sqrt(ln N_parent / (n_{a=a_i} + ε)) (app. A)."""
+        config = self.config
+        return config.exploration * math.sqrt(
+            math.log(node.visits) / (self.expanded_count(node, action) + config.visit_offset))
+
+    def uct_scores(self, node: Node) -> list[tuple[float, Node | str]]:
+        """UCT of every choice at `node`: its alive children, then its unexpanded actions."""
+        scores: list[tuple[float, Node | str]] = []
+        for child in node.children:
+            if self.alive(child):
+                scores.append((child.selection_value + self.exploration_bonus(node, child.action), child))
+        for action in self.actions(node):
+            value = self.unexplored_value(node, action) if action in ESTIMATED else node.selection_value
+            scores.append((value + self.exploration_bonus(node, action), action))
+        return scores
+
+    def select(self, node: Node) -> Node | str:
+        """The highest UCT choice (the first one on ties)."""
+        return max(self.uct_scores(node), key=lambda scored: scored[0])[1]
+
+    # ------------------------------------------------------------------ unexplored value (app. A)
+
+    def global_value(self, action: str) -> float:
+        """v_G: mean value of all nodes of that type in the tree, with the prior counted prior_count times."""
+        config = self.config
+        prior = config.prior_generate if action == GENERATE else config.prior_improve
+        values = [node.value for node in self.root.walk() if node.action == action]
+        return (prior * config.prior_count + sum(values)) / (config.prior_count + len(values))
+
+    def local_value(self, node: Node, action: str) -> float | None:
+        """v_L: mean value of the node's expanded children of that type (None when it has none)."""
+        values = [child.value for child in node.children if child.action == action]
+        return sum(values) / len(values) if values else None
+
+    def unexplored_value(self, node: Node, action: str) -> float:
+        """v_i = (w_G·v_G + w_L·v_L) / (w_G + w_L); just v_G when there is no v_L."""
+        v_global, v_local = self.global_value(action), self.local_value(node, action)
+        if v_local is None:
+            return v_global
+        w_global, w_local = self.weights[action]
+        return (w_global * v_global + w_local * v_local) / (w_global + w_local)
+
+    def fit_weights(self, action: str, v_global: float, v_local: float, target: float) -> None:
+        """One gradient step on log w of ½(v_i − target)², which keeps both weights positive (ours)."""
+        w_global, w_local = self.weights[action]
+        total = w_global + w_local
+        prediction = (w_global * v_global + w_local * v_local) / total
+        error = prediction - target
+        grad_log_w_global = error * w_global * (v_global - prediction) / total  # d loss / d log w_G
+        grad_log_w_local = error * w_local * (v_local - prediction) / total
+        self.weights[action] = [w_global * math.exp(-self.config.weight_lr * grad_log_w_global),
+                                w_local * math.exp(-self.config.weight_lr * grad_log_w_local)]
+
+    # ------------------------------------------------------------------ expansion and backpropagation
+
+    def prompt(self, node: Node, action: str) -> str:
+        if action == GENERATE:  # continue the node's state (paper §4, fig. 3)
+            return self.task.generate_prompt(node.state)
+        if action == IMPROVE:  # full program + one failing example (fig. 4)
+            return self.task.improve_prompt(node.program, node.failing_example or "")
+        return self.task.fix_prompt(node.program, node.error)  # full program + error (fig. 5)
+
+    def expand(self, node: Node, action: str) -> Node:
+        features = (self.global_value(action), self.local_value(node, action)) if action in ESTIMATED else None
+        completion = self.llm.complete([self.prompt(node, action)])[0]
+        self.calls += 1
+        if action == GENERATE:
+            program = node.state + continuation(completion)
+        else:
+            program = extract_code(completion)
+        evaluation = self.task.evaluate(program)
+        state_lines = len(node.state.splitlines(keepends=True)) + self.config.new_lines
+        state, rollout = split_program(program, state_lines)
+        child = Node(action, state, rollout, score=evaluation.score, buggy=evaluation.buggy,
+                     error=evaluation.error, failing_example=evaluation.failing_example,
+                     fix_depth=node.fix_depth + 1 if action == FIX else 0, visits=1)
+        node.children.append(child)  # the parent's action of this type stays open: progressive widening
+        if child.buggy:
+            # 0.99, decreasing linearly to 0 after f failed fixes (app. A); shared by the whole chain
+            child.temp_value = self.config.buggy_value * max(0.0, 1 - child.fix_depth / self.config.max_fixes)
+            if action == FIX:
+                self.lower_chain(node, child.temp_value)
+        if self.best is None or child.score > self.best.score:
+            self.best = child
+        if features is not None and features[1] is not None:
+            self.fit_weights(action, features[0], features[1], target=0.0 if child.buggy else child.score)
+        return child
+
+    def lower_chain(self, node: Node, temp_value: float) -> None:
+        """A fix failed: every buggy node of the fix chain above takes the lower temporary value."""
+        while node.buggy:
+            node.temp_value = temp_value
+            parent = self.parent(node)
+            if parent is None:
+                return
+            node = parent
+
+    def parent(self, target: Node) -> Node | None:
+        return next((node for node in self.root.walk() if any(c is target for c in node.children)), None)
+
+    def backpropagate(self, path: list[Node], child: Node) -> None:
+        """Add the child's score to it and its ancestors (γ = 1). A buggy child's temporary value is
+        never backpropagated (app. A), nor is its 0 (ours)."""
+        if child.buggy:
+            return
+        for node in [*path, child]:
+            node.value_sum += child.score
+            node.value_count += 1
+
+    # ------------------------------------------------------------------ serialisation
+
+    def to_json(self) -> str:
+        return json.dumps({"calls": self.calls, "weights": self.weights, "root": self.root.to_dict()})
+
+    @classmethod
+    def from_json(cls, text: str, task: Task, llm: LLM, config: GifMctsConfig | None = None) -> GifMcts:
+        """A search resumed from `to_json()`'s output."""
+        data = json.loads(text)
+        search = cls(task, llm, config)
+        search.root, search.calls = Node.from_dict(data["root"]), data["calls"]
+        search.weights = {action: list(weights) for action, weights in data["weights"].items()}
+        scored = [node for node in search.root.walk() if node.action != ROOT]
+        search.best = max(scored, key=lambda node: node.score, default=None)
+        return search

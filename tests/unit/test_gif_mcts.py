@@ -1,0 +1,257 @@
+"""GIF-MCTS, WorldCoder and plain sampling on a ScriptedLLM (deterministic), plus P3Task on a real Sandbox.
+
+`FakeTask` scores a program by its last `# score X` comment and calls it buggy when it contains `BUG`,
+so every scripted completion says what it will score."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+
+import pytest
+
+from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.puzzles import bundled_puzzles
+from codeplay_lightning.search import (Evaluation, GifMcts, GifMctsConfig, Node, P3Task, ScriptedLLM, WorldCoder,
+                                       plain_sampling)
+from codeplay_lightning.search.gif_mcts import FIX, GENERATE, IMPROVE
+from codeplay_lightning.search.tasks import extract_code, fix_prompt, generate_prompt, improve_prompt
+
+
+class FakeTask:
+    description = "a fake task"
+    root_code = "def g():\n"
+
+    def generate_prompt(self, code_so_far: str) -> str:
+        return generate_prompt(self.description, code_so_far)
+
+    def improve_prompt(self, program: str, failing_example: str) -> str:
+        return improve_prompt(self.description, program, failing_example)
+
+    def fix_prompt(self, program: str, error: str) -> str:
+        return fix_prompt(self.description, program, error)
+
+    def evaluate(self, program: str) -> Evaluation:
+        if "BUG" in program:
+            return Evaluation(0.0, buggy=True, error="ZeroDivisionError: boom")
+        scores = re.findall(r"# score ([0-9.]+)", program)
+        score = float(scores[-1]) if scores else 0.0
+        return Evaluation(score, buggy=False, failing_example=None if score == 1 else f"wrong answer ({score})")
+
+
+def gen(score: float | str) -> str:
+    """A generate completion: three lines, then the closing fence and chatter."""
+    return f"    x = 1\n    # score {score}\n    return x\n```\nThat is all."
+
+
+def rewrite(score: float | str) -> str:
+    """An improve / fix completion with a fenced corrected program."""
+    return ("## What went wrong\n...\n## Corrected program\n"
+            f"```python\ndef g():\n    # score {score}\n    return 2\n```\n")
+
+
+BUG = "    x = 1\n    BUG\n    return x\n"
+
+
+def search(script: list[str], budget: int = 50) -> GifMcts:
+    return GifMcts(FakeTask(), ScriptedLLM(script), GifMctsConfig(budget=budget))
+
+
+def bonus(parent_visits: int, same_type: int) -> float:
+    return 0.1 * math.sqrt(math.log(parent_visits) / (same_type + 1.0))
+
+
+# ---------------------------------------------------------------- GIF-MCTS
+
+
+def test_generate_keeps_two_new_lines_as_state_and_the_rest_as_rollout():
+    tree = search([gen(0.4)])
+    child = tree.iterate()
+    assert (child.action, child.rollout) == (GENERATE, "    return x\n")
+    assert child.state == "def g():\n    x = 1\n    # score 0.4\n"
+    assert child.program == "def g():\n    x = 1\n    # score 0.4\n    return x\n"  # what was evaluated
+    assert child.score == 0.4 and tree.root.children == [child]
+    assert tree.llm.prompts[0].endswith("```python\ndef g():\n")  # the root's state, continued
+
+
+def test_uct_choice_priors_and_weight_fit_hand_computed():
+    tree = search([gen(0.4), gen(0.0)])
+    first = tree.iterate()
+    tree.root.visits += 1  # as iterate() does at the start of the second pass
+    scores = {id(choice) if isinstance(choice, Node) else choice: uct for uct, choice in tree.uct_scores(tree.root)}
+    v_global = (0.5 * 2 + 0.4) / 3  # generate prior 0.5 with count 2, plus the first child's 0.4
+    v_local = 0.4
+    assert tree.global_value(GENERATE) == pytest.approx(v_global)
+    assert tree.global_value(IMPROVE) == pytest.approx(0.55)  # untouched prior
+    assert scores[id(first)] == pytest.approx(0.4 + bonus(2, 1))
+    assert scores[GENERATE] == pytest.approx((v_global + v_local) / 2 + bonus(2, 1))  # w_G = w_L = 1
+    assert tree.select(tree.root) == GENERATE  # 0.4333 > 0.4: a second generate at the root
+    tree.root.visits -= 1
+    second = tree.iterate()
+    assert tree.root.children == [first, second]
+    assert tree.global_value(GENERATE) == pytest.approx((1.0 + 0.4 + 0.0) / 4)
+    # one gradient step on log w of ½(prediction − 0)², prediction = 0.4333
+    prediction = (v_global + v_local) / 2
+    w_global = math.exp(-prediction * (v_global - prediction) / 2)
+    w_local = math.exp(-prediction * (v_local - prediction) / 2)
+    assert tree.weights[GENERATE] == pytest.approx([w_global, w_local])
+    assert tree.weights[IMPROVE] == [1.0, 1.0]
+    # the estimate now uses the fitted weights
+    v_global2, v_local2 = tree.global_value(GENERATE), (0.4 + 0.0) / 2
+    assert tree.unexplored_value(tree.root, GENERATE) == pytest.approx(
+        (w_global * v_global2 + w_local * v_local2) / (w_global + w_local))
+
+
+def test_root_only_generates_and_expansion_adds_a_sibling_of_the_same_type():
+    tree = search([gen(0.4), rewrite(0.5)])
+    assert tree.actions(tree.root) == [GENERATE]
+    child = tree.iterate()
+    assert tree.actions(child) == [GENERATE, IMPROVE]
+    assert GENERATE in [choice for _, choice in tree.uct_scores(tree.root)]  # a fresh generate next to `child`
+    improved = tree.expand(child, IMPROVE)
+    assert improved.action == IMPROVE and child.children == [improved]
+    assert tree.actions(child) == [GENERATE, IMPROVE]  # a new improve sibling is open again
+    # improve got the full program and one failing example; its state is the first 1 + L + L lines
+    assert "    return x" in tree.llm.prompts[1] and "wrong answer (0.4)" in tree.llm.prompts[1]
+    assert improved.program == "def g():\n    # score 0.5\n    return 2\n"
+    assert improved.state == improved.program and improved.rollout == ""
+
+
+def test_buggy_nodes_get_fixes_with_decreasing_temporary_values_never_backpropagated():
+    tree = search([BUG, rewrite("BUG"), rewrite("BUG"), rewrite("BUG"), gen(1)])
+    buggy = tree.iterate()
+    assert buggy.buggy and buggy.temp_value == pytest.approx(0.99) and tree.actions(buggy) == [FIX]
+    assert tree.root.value_count == 0 and tree.root.value == 0.0  # neither 0.99 nor 0 went up
+    temps = []
+    for _ in range(3):  # the buggy chain wins UCT over a fresh generate until its fixes run out
+        fixed = tree.iterate()
+        assert fixed.action == FIX and fixed.buggy
+        temps.append(buggy.temp_value)
+        assert tree.root.value_count == 0
+    assert temps == pytest.approx([0.66, 0.33, 0.0])
+    assert fixed.fix_depth == 3 and tree.actions(fixed) == []  # at most f = 3 fixes in a row
+    assert not tree.alive(buggy)
+    assert "ZeroDivisionError: boom" in tree.llm.prompts[1]  # the fix prompt carries the error
+    result = tree.run()  # the dead chain is never selected again: the root generates
+    assert tree.root.children[1].action == GENERATE
+    assert (result.score, result.calls) == (1.0, 5)
+
+
+def test_successful_fix_sets_the_chain_value_and_backpropagates():
+    tree = search([BUG, rewrite(0.7)])
+    buggy = tree.iterate()
+    fixed = tree.iterate()
+    assert fixed.action == FIX and not fixed.buggy
+    assert buggy.value == pytest.approx(0.7) and buggy.selection_value == pytest.approx(0.7)
+    assert tree.root.value == pytest.approx(0.7) and tree.root.value_count == 1
+    assert (tree.root.visits, buggy.visits, fixed.visits) == (2, 2, 1)
+
+
+def test_early_stop_at_value_one():
+    tree = search([gen(0.2), gen(1), gen(0.3)], budget=10)
+    result = tree.run()
+    assert (result.score, result.calls, tree.llm.usage.calls) == (1.0, 2, 2)
+    assert result.program.endswith("# score 1\n    return x\n")
+
+
+def test_budget_is_respected_exactly():
+    tree = search([gen(0.2)] * 7 + [gen(1)], budget=7)
+    result = tree.run()
+    assert result.calls == 7 and tree.llm.usage.calls == 7 and len(tree.llm.prompts) == 7
+    assert sum(1 for _ in tree.root.walk()) == 8  # the root + one node per call
+    assert result.score == pytest.approx(0.2)
+
+
+def test_tree_json_round_trip():
+    tree = search([gen(0.4), BUG, rewrite(0.5), gen(0.1), rewrite(0.3)], budget=5)
+    tree.run()
+    text = tree.to_json()
+    data = json.loads(text)
+    assert {"action", "state", "program", "value", "visits", "buggy", "children"} <= set(data["root"])
+    restored = GifMcts.from_json(text, FakeTask(), ScriptedLLM([]), GifMctsConfig(budget=5))
+    assert restored.to_json() == text
+    assert restored.best.score == tree.best.score and restored.calls == 5
+
+
+def test_extract_code_takes_the_last_fenced_block():
+    assert extract_code("a\n```python\nx = 1\n```\nb\n```python\ny = 2\n```") == "y = 2\n"
+    assert extract_code("```python\nz = 3\n") == "z = 3\n"  # unclosed
+    assert extract_code("no fence") == "no fence"
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def test_worldcoder_beta_posteriors_hand_computed():
+    coder = WorldCoder(FakeTask(), ScriptedLLM([gen(0.4), rewrite(0.0)]), budget=2, seed=1)
+    result = coder.run()
+    first, second = coder.candidates  # the only candidate is selected (and improved) once
+    assert (first.alpha, first.beta) == pytest.approx((1 + 5 * 0.4, 1 + 5 * (1 - 0.4) + 1))
+    assert (second.alpha, second.beta) == pytest.approx((1 + 5 * 0.0, 1 + 5 * 1.0))
+    assert "wrong answer (0.4)" in coder.llm.prompts[1]  # healthy: improve with its failing example
+    assert (result.calls, result.score) == (2, pytest.approx(0.4))
+
+
+def test_worldcoder_thompson_sampling_seeded_and_fix_for_buggy():
+    coder = WorldCoder(FakeTask(), ScriptedLLM([rewrite(0.1)]), budget=5, seed=7)
+    coder.add("def g():\n    # score 0.6\n")  # Beta(4, 3)
+    coder.add("def g():\n    BUG\n")  # Beta(1, 6)
+    coder.add("def g():\n    # score 0.2\n")  # Beta(2, 5)
+    assert [(c.alpha, c.beta) for c in coder.candidates] == [(4.0, 3.0), (1.0, 6.0), (2.0, 5.0)]
+    rng = random.Random(7)
+    draws = [rng.betavariate(a, b) for a, b in [(4, 3), (1, 6), (2, 5)]]
+    expected = max(range(3), key=draws.__getitem__)
+    chosen = coder.select()
+    assert chosen is coder.candidates[expected] and chosen.beta == [3, 6, 5][expected] + 1
+    # a buggy pick is fixed: force it by making its posterior dominate
+    coder.candidates[1].alpha, coder.candidates[1].beta = 1e6, 1.0
+    coder.calls = coder.budget - 1
+    parent = coder.select()
+    assert parent is coder.candidates[1]
+    coder.add(extract_code(coder.complete(coder.task.fix_prompt(parent.program, parent.evaluation.error))))
+    assert "## Error\nZeroDivisionError: boom" in coder.llm.prompts[0]
+
+
+def test_plain_sampling_is_pass_at_b():
+    llm = ScriptedLLM([gen(0.0), gen(1), gen(0.5)])
+    result = plain_sampling(FakeTask(), llm, budget=3)
+    assert (result.score, result.calls, llm.usage.calls) == (1.0, 3, 3)
+    assert len(set(llm.prompts)) == 1  # B independent samples of the same root prompt
+    assert "# score 1" in result.program
+
+
+# ---------------------------------------------------------------- P3Task on a real sandbox
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(workers=2, timeout=1.0) as sandbox:
+        yield sandbox
+
+
+@pytest.mark.parametrize("name, correct, wrong", [
+    ("good_morning", 'def g():\n    return "morning"\n', 'def g():\n    return "evening"\n'),
+    ("negative_square_root", "def g():\n    return -12\n", "def g():\n    return 12\n"),
+])
+def test_p3_task_scores_fails_and_bugs(sandbox, name, correct, wrong):
+    puzzle = next(p for p in bundled_puzzles() if p.name == name)
+    task = P3Task(puzzle, sandbox)
+    assert task.evaluate(correct) == Evaluation(1.0, buggy=False)
+    failed = task.evaluate(wrong)
+    assert (failed.score, failed.buggy, failed.failing_example) == (0.0, False, "f returned False")
+    raised = task.evaluate("def g():\n    return 1 // 0\n")
+    assert raised.buggy and raised.score == 0.0 and "ZeroDivisionError" in raised.error
+    mistyped = task.evaluate("def g():\n    return [1]\n")
+    assert not mistyped.buggy and "is not of type" in mistyped.failing_example
+    assert puzzle.f.strip() in task.generate_prompt(task.root_code)
+
+
+def test_gif_mcts_solves_a_p3_puzzle_through_the_sandbox(sandbox):
+    puzzle = next(p for p in bundled_puzzles() if p.name == "negative_square_root")
+    # generate: buggy; fix: runs but fails (the chain's value becomes 0); then a fresh root generate wins
+    llm = ScriptedLLM(["    return 1 // 0\n```", "```python\ndef g():\n    return 12\n```",
+                       "    return -12\n```", "    return 0\n"])
+    result = GifMcts(P3Task(puzzle, sandbox), llm, GifMctsConfig(budget=4)).run()
+    assert (result.program, result.score, result.calls) == ("def g():\n    return -12\n", 1.0, 3)
