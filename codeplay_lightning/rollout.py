@@ -120,10 +120,15 @@ class PPOBuffer:
         length = int(self.mask[rows].sum(dim=1).max().item()) if len(rows) else 0
         take = {name: getattr(self, name)[rows, :length] for name in
                 ("action_ids", "mask", "old_logprobs", "old_values", "advantages", "returns")}
-        prompt = self.prompt_ids.expand(len(rows), -1)  # (B, P)
-        take["input_ids"] = torch.cat([prompt, take["action_ids"]], dim=1)  # (B, P + T)
-        take["attention_mask"] = torch.cat([torch.ones_like(prompt, dtype=torch.float), take["mask"]], dim=1)
+        take["input_ids"], take["attention_mask"] = with_prompt(self.prompt_ids, take["action_ids"], take["mask"])
         return take
+
+
+def with_prompt(prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor):
+    """Model inputs for right-padded actions after the shared prompt: (B, P + T) ids and attention."""
+    prompt = prompt_ids.expand(len(action_ids), -1)  # (B, P)
+    return (torch.cat([prompt, action_ids], dim=1),
+            torch.cat([torch.ones_like(prompt, dtype=torch.float), mask], dim=1))
 
 
 def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor]:

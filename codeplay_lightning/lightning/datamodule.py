@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import lightning as L
 import torch
-import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from codeplay_lightning.archive import NoveltyArchive
 from codeplay_lightning.config import PPOConfig
+from codeplay_lightning.lightning.ranks import from_every_rank, rank
 from codeplay_lightning.rollout import PPOBuffer
 
 
@@ -30,17 +30,12 @@ class ArchiveDataModule(L.LightningDataModule):
     def state_dict(self) -> dict:
         # every rank's shuffle state in rank order (Lightning calls this on every rank, saves rank 0's
         # dict): the ranks' buffers differ in size, so their generators advance differently
-        shuffles = [self.shuffle.get_state()]
-        if dist.is_available() and dist.is_initialized():
-            shuffles = [None] * dist.get_world_size()
-            dist.all_gather_object(shuffles, self.shuffle.get_state())
-        return {"archive": self.archive.state_dict(), "shuffle": shuffles}
+        return {"archive": self.archive.state_dict(), "shuffle": from_every_rank(self.shuffle.get_state())}
 
     def load_state_dict(self, state: dict) -> None:
         self.archive.load_state_dict(state["archive"])
-        rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-        if rank < len(state["shuffle"]):  # a rank the checkpoint did not have keeps the seed's state
-            self.shuffle.set_state(state["shuffle"][rank])
+        if rank() < len(state["shuffle"]):  # a rank the checkpoint did not have keeps the seed's state
+            self.shuffle.set_state(state["shuffle"][rank()])
 
 
 class _MinibatchRows(Sampler):

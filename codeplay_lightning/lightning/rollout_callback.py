@@ -16,12 +16,12 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from codeplay_lightning.config import TrainConfig
 from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
+from codeplay_lightning.lightning.ranks import from_every_rank, rank
 from codeplay_lightning.rollout import (PPOBuffer, ScoredPuzzle, generate_episodes, judge_puzzles, novelty_distances,
-                                        pad_actions, reward_puzzles)
+                                        pad_actions, reward_puzzles, with_prompt)
 from codeplay_lightning.solver import FewShotSolver
 
 SMOOTHING = 200  # puzzles, as the paper's curves
@@ -83,7 +83,7 @@ class RolloutCallback(L.Callback):
                                    step=trainer.global_step)
 
     def _log(self, trainer: L.Trainer, scored: list[ScoredPuzzle], truncated: int, kl_ref: float, seconds: float):
-        everyone = _gather_objects(trainer, (scored, truncated, kl_ref, seconds))
+        everyone = from_every_rank((scored, truncated, kl_ref, seconds))
         if trainer.global_rank != 0:
             self.puzzles_generated += sum(len(s) for s, *_ in everyone)
             return
@@ -122,17 +122,12 @@ class RolloutCallback(L.Callback):
     def state_dict(self) -> dict:
         # every rank's generator in rank order (Lightning calls this on every rank, saves rank 0's dict):
         # each rank resumes its own stream, not rank 0's (the ranks would then sample the same puzzles)
-        generators = [self.generator.get_state()]
-        if dist.is_available() and dist.is_initialized():
-            generators = [None] * dist.get_world_size()
-            dist.all_gather_object(generators, self.generator.get_state())
-        return {"generators": generators, "puzzles_generated": self.puzzles_generated,
+        return {"generators": from_every_rank(self.generator.get_state()), "puzzles_generated": self.puzzles_generated,
                 "recent": {name: list(values) for name, values in self.recent.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-        if rank < len(state["generators"]):  # a rank the checkpoint did not have keeps its seed from `setup`
-            self.generator.set_state(state["generators"][rank])
+        if rank() < len(state["generators"]):  # a rank the checkpoint did not have keeps its seed from `setup`
+            self.generator.set_state(state["generators"][rank()])
         self.puzzles_generated = state["puzzles_generated"]
         for name, values in state["recent"].items():
             self.recent[name].extend(values)
@@ -166,8 +161,7 @@ def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[Scored
     for start in range(0, len(episodes), SCORING_CHUNK):
         rows = slice(start, start + SCORING_CHUNK)
         length = int(mask[rows].sum(dim=1).max())
-        ids = torch.cat([prompt_ids.expand(len(mask[rows]), -1), action_ids[rows, :length]], dim=1)
-        attention = torch.cat([torch.ones(len(ids), len(prompt_ids)), mask[rows, :length]], dim=1)
+        ids, attention = with_prompt(prompt_ids, action_ids[rows, :length], mask[rows, :length])
         ids, attention = ids.to(module.device), attention.to(module.device)
         chunk_logprobs, chunk_values, _ = module.score(ids, attention, length)
         logprobs[rows, :length], values[rows, :length] = chunk_logprobs.cpu(), chunk_values.cpu()
@@ -200,16 +194,7 @@ def _solver_weights(module):
     return contextlib.nullcontext() if module.frozen is not None else module.policy.disable_adapter()
 
 
-def _gather_objects(trainer: L.Trainer, obj) -> list:
-    if trainer.world_size == 1:
-        return [obj]
-    everyone = [None] * trainer.world_size
-    dist.all_gather_object(everyone, obj)
-    return everyone
-
-
 def _gather_puzzles(texts, embeddings):
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, (list(texts), embeddings))
-    offset = sum(len(t) for t, _ in everyone[:dist.get_rank()])
+    everyone = from_every_rank((list(texts), embeddings))
+    offset = sum(len(t) for t, _ in everyone[:rank()])
     return [t for ts, _ in everyone for t in ts], np.concatenate([e for _, e in everyone]), offset

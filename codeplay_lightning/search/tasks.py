@@ -88,7 +88,22 @@ class Task(Protocol):
     def evaluate(self, program: str) -> Evaluation: ...
 
 
-class P3Task:
+class DescribedTask:
+    """The three prompts of a task built from its `description` (every task here words them alike)."""
+
+    description: str
+
+    def generate_prompt(self, code_so_far: str) -> str:
+        return generate_prompt(self.description, code_so_far)
+
+    def improve_prompt(self, program: str, failing_example: str) -> str:
+        return improve_prompt(self.description, program, failing_example)
+
+    def fix_prompt(self, program: str, error: str) -> str:
+        return fix_prompt(self.description, program, error)
+
+
+class P3Task(DescribedTask):
     """A Python Programming Puzzle: a candidate program is the source of `g`, scored 1 when the sandbox
     finds `f(g()) is True` (with the answer's type checked), else 0. Never executed in this process."""
 
@@ -99,15 +114,6 @@ class P3Task:
         self.description = ("Write a Python function `g()` with no arguments that returns an answer `x` "
                             "for which `f(x)` is `True`, where `f` is:\n"
                             f"```python\n{puzzle.f.rstrip()}\n```")
-
-    def generate_prompt(self, code_so_far: str) -> str:
-        return generate_prompt(self.description, code_so_far)
-
-    def improve_prompt(self, program: str, failing_example: str) -> str:
-        return improve_prompt(self.description, program, failing_example)
-
-    def fix_prompt(self, program: str, error: str) -> str:
-        return fix_prompt(self.description, program, error)
 
     def evaluate(self, program: str) -> Evaluation:
         candidate = Program(f=self.puzzle.f, g=program, ans_type=self.puzzle.ans_type, name=self.puzzle.name)

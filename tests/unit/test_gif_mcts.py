@@ -17,21 +17,12 @@ from codeplay_lightning.puzzles import bundled_puzzles
 from codeplay_lightning.search import (Evaluation, GifMcts, GifMctsConfig, Node, P3Task, ScriptedLLM, WorldCoder,
                                        plain_sampling)
 from codeplay_lightning.search.gif_mcts import FIX, GENERATE, IMPROVE
-from codeplay_lightning.search.tasks import extract_code, fix_prompt, generate_prompt, improve_prompt
+from codeplay_lightning.search.tasks import DescribedTask, extract_code
 
 
-class FakeTask:
+class FakeTask(DescribedTask):
     description = "a fake task"
     root_code = "def g():\n"
-
-    def generate_prompt(self, code_so_far: str) -> str:
-        return generate_prompt(self.description, code_so_far)
-
-    def improve_prompt(self, program: str, failing_example: str) -> str:
-        return improve_prompt(self.description, program, failing_example)
-
-    def fix_prompt(self, program: str, error: str) -> str:
-        return fix_prompt(self.description, program, error)
 
     def evaluate(self, program: str) -> Evaluation:
         if "BUG" in program:
