@@ -9,7 +9,7 @@ OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
-.PHONY: help install train tensorboard test test-full bench compare sweep clean
+.PHONY: help install install-server train tensorboard test test-full bench compare sweep clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -24,6 +24,10 @@ $(BIN)/codeplay: pyproject.toml
 	touch $(BIN)/codeplay
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model
+
+install-server: $(BIN)/codeplay ## build llama-cpp-python's OpenAI-compatible server into .venv (a C++ build: 5-15 min)
+	# portable x86 flags: a native build dies with "Illegal instruction" on some CPUs
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" $(BIN)/pip install 'llama-cpp-python[server]'
 
 train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|novelty|novelty_biased|product|smoke|paper, RESUME=auto|PATH, ARGS="key=value ..."
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))

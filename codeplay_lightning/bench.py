@@ -11,6 +11,9 @@
   the models (sandbox, novelty, glue; goal ≤ 10%) and the peak RSS (full fine-tune; goal ≤ 8 GiB).
 - Solver sampling tokens/s at batch 32 against one sequence at a time, embedded model, on the
   Solver's own prompts, with fp32 and with bf16 weights. Goal: ≥ 8×.
+- The same prompts through the search's LLM backends: HFLLM at batch 1 and 32, and OpenAILLM
+  against a local llama.cpp server (skipped, with the reason, when llama_cpp is not installed),
+  as ratios to HFLLM at batch 1.
 """
 
 from __future__ import annotations
@@ -100,23 +103,70 @@ def bench_sandbox(count: int) -> dict:
     }
 
 
+def solver_prompts(count: int) -> list[str]:
+    """The Solver's own workload: few-shot prompts for bundled puzzles, cycled to `count`."""
+    from codeplay_lightning.puzzles import fewshot_puzzles, solver_prompt
+
+    examples = fewshot_puzzles()
+    puzzles = bundled_puzzles()
+    return [solver_prompt(examples, puzzles[index % len(puzzles)]) for index in range(count)]
+
+
 def bench_sampling(max_new_tokens: int = 48) -> dict:
     """The Solver's own workload: few-shot prompts for bundled puzzles, fp32 and bf16 weights."""
     import torch
 
     from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm
     from codeplay_lightning.models.throughput import measure_sampling_throughput
-    from codeplay_lightning.puzzles import fewshot_puzzles, solver_prompt
 
-    examples = fewshot_puzzles()
-    puzzles = bundled_puzzles()
-    prompts = [solver_prompt(examples, puzzles[index % len(puzzles)]) for index in range(32)]
+    prompts = solver_prompts(32)
     result = {"model": EMBEDDED_ALIAS, "max_new_tokens": max_new_tokens, "torch_threads": torch.get_num_threads()}
     for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=dtype)
         one = measure_sampling_throughput(model, tokenizer, prompts[:4], 1, max_new_tokens)
         batched = measure_sampling_throughput(model, tokenizer, prompts, 32, max_new_tokens)
         result[precision] = {"batch1_tokens_per_s": one, "batch32_tokens_per_s": batched, "speedup": batched / one}
+    return result
+
+
+def bench_solver_backends(max_new_tokens: int = 64) -> dict:
+    """Solver tokens/s through the search's LLM backends on the embedded model: HFLLM (bf16 weights)
+    at batch 1 and 32, and OpenAILLM against a llama.cpp server on the model's Q4_1 GGUF, one request
+    at a time and 4 in flight. Sampling at temperature 1 without stop strings, as in
+    `bench_sampling`; tokens/s is completion tokens over wall time, prefill included."""
+    import importlib.util
+
+    import torch
+
+    from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm
+    from codeplay_lightning.search import HFLLM, LLM, LLMUsage, OpenAILLM
+    from codeplay_lightning.search.llama_server import embedded_gguf, llama_server
+
+    prompts = solver_prompts(32)
+    sampling = SamplingConfig(max_new_tokens)
+
+    def tokens_per_s(llm: LLM, workload: list[str]) -> float:
+        llm.complete(workload[:1])  # warm-up, not timed
+        llm.usage = LLMUsage()
+        llm.complete(workload)
+        return llm.usage.completion_tokens / llm.usage.seconds
+
+    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=torch.bfloat16)
+    hf = {batch_size: HFLLM(model, tokenizer, sampling, chat=False, batch_size=batch_size,
+                            generator=torch.Generator().manual_seed(0)) for batch_size in (1, 32)}
+    hf_batch1 = tokens_per_s(hf[1], prompts[:4])  # as in bench_sampling: one at a time is slow
+    hf_batch32 = tokens_per_s(hf[32], prompts)
+    result = {"model": EMBEDDED_ALIAS, "prompts": len(prompts), "max_new_tokens": max_new_tokens,
+              "torch_threads": torch.get_num_threads(), "hf_batch1_tokens_per_s": hf_batch1,
+              "hf_batch32_tokens_per_s": hf_batch32, "hf_batch32_over_batch1": hf_batch32 / hf_batch1}
+    if importlib.util.find_spec("llama_cpp") is None:
+        result["server_skipped"] = "llama_cpp is not installed (make install-server)"
+        return result
+    with llama_server(embedded_gguf(), threads=torch.get_num_threads()) as base_url:
+        for concurrency in (1, 4):
+            llm = OpenAILLM(base_url, EMBEDDED_ALIAS, sampling, chat=False, concurrency=concurrency, seed=0)
+            result[f"server_concurrency{concurrency}_tokens_per_s"] = speed = tokens_per_s(llm, prompts)
+            result[f"server_concurrency{concurrency}_over_hf_batch1"] = speed / hf_batch1
     return result
 
 
@@ -223,6 +273,19 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
             rows += [(f"sampling {precision} batch 1 tok/s", f"{numbers['batch1_tokens_per_s']:.1f}", ""),
                      (f"sampling {precision} batch 32 tok/s", f"{numbers['batch32_tokens_per_s']:.1f}", ""),
                      (f"sampling {precision} batch 32 / batch 1", f"{numbers['speedup']:.1f}x", "goal >= 8x")]
+        print("solver backends: HFLLM batch 1 and 32 vs a llama.cpp server, embedded model ...", flush=True)
+        results["solver_backends"] = backends = bench_solver_backends()
+        rows += [("HFLLM bf16 batch 1 tok/s", f"{backends['hf_batch1_tokens_per_s']:.1f}", ""),
+                 ("HFLLM bf16 batch 32 tok/s", f"{backends['hf_batch32_tokens_per_s']:.1f}",
+                  f"{backends['hf_batch32_over_batch1']:.1f}x batch 1")]
+        if "server_skipped" in backends:
+            rows.append(("llama.cpp server tok/s", "skipped", backends["server_skipped"]))
+        else:
+            for concurrency in (1, 4):
+                name = f"server_concurrency{concurrency}"
+                rows.append((f"llama.cpp server, {concurrency} in flight, tok/s",
+                             f"{backends[f'{name}_tokens_per_s']:.1f}",
+                             f"{backends[f'{name}_over_hf_batch1']:.1f}x HFLLM batch 1"))
     width = max(len(row[0]) for row in rows)
     for name, value, goal in rows:
         print(f"  {name:<{width}}  {value:>10}  {goal}")

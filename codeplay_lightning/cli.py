@@ -1,5 +1,5 @@
-"""The `codeplay` command: train the Setter, verify puzzle solutions, solve puzzles with a Solver LM, compare
-and sweep experiments, benchmark.
+"""The `codeplay` command: train the Setter, verify puzzle solutions, solve puzzles with a Solver LM, synthesize
+programs with GIF-MCTS, compare and sweep experiments, benchmark.
 
 Heavy imports (torch, transformers) happen inside the commands that need them, so
 `codeplay verify` starts fast.
@@ -51,6 +51,34 @@ def main(argv: list[str] | None = None) -> int:
     solve.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
     solve.add_argument("--out", help="JSONL of results (default: <file stem>.solved.jsonl here)")
     solve.set_defaults(run=run_solve)
+
+    synthesize = commands.add_parser("synthesize", help="write programs for P3 puzzles or APPS problems with "
+                                                        "GIF-MCTS or a baseline, searching every task at once")
+    synthesize.add_argument("--task", nargs=2, required=True, metavar=("p3|apps", "PATH"),
+                            help="p3 with a puzzle file (as for solve) or 'bundled' (the bundled puzzles); "
+                                 "apps with an APPS problem directory or a directory of them")
+    synthesize.add_argument("--method", default="gif-mcts",
+                            help="gif-mcts (default), worldcoder, or sample (B independent samples)")
+    synthesize.add_argument("--budget", type=int, default=50, metavar="B", help="LLM calls per task (paper: 50)")
+    synthesize.add_argument("--llm", default="smollm2-135m",
+                            help="smollm2-135m (default), a hub id, a local directory, "
+                                 "or openai:BASE_URL#MODEL for an OpenAI-compatible server")
+    synthesize.add_argument("--chat", action=argparse.BooleanOptionalAction,
+                            help="send prompts as chat messages (default: on for a server, and for a local model "
+                                 "whose tokenizer has a chat template)")
+    synthesize.add_argument("--max-new-tokens", type=int, default=256, help="per completion (paper: 1500, on GPUs)")
+    synthesize.add_argument("--temperature", type=float, default=1.0, help="paper table 5: 1.0")
+    synthesize.add_argument("--top-p", type=float, default=0.8, help="paper table 5: 0.8")
+    synthesize.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                            help="weights of a local model; bfloat16 samples ~1.5x faster on CPUs with AMX or on GPUs")
+    synthesize.add_argument("--seed", type=int, default=0, help="seeds the LLM's sampling and WorldCoder's choices")
+    synthesize.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
+    synthesize.add_argument("--timeout", type=float, default=1.0,
+                            help="seconds per program in the sandbox (an APPS problem runs one per test)")
+    synthesize.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    synthesize.add_argument("--out", help="directory for tasks/*.json, summary.json and summary.md "
+                                          "(default: synthesis/<method>)")
+    synthesize.set_defaults(run=run_synthesize)
 
     bench = commands.add_parser("bench", help="side-by-side benchmarks; prints ratios, writes JSON")
     bench.add_argument("--out", default="bench/bench.json")
@@ -149,9 +177,9 @@ def run_solve(args: argparse.Namespace) -> int:
     import torch
 
     from codeplay_lightning.execution import Sandbox
-    from codeplay_lightning.models import load_causal_lm
     from codeplay_lightning.puzzle_files import read_puzzle_file
     from codeplay_lightning.puzzles import fewshot_puzzles
+    from codeplay_lightning.search import load_llm
     from codeplay_lightning.solver import FewShotSolver, SolverConfig
 
     config = SolverConfig(attempts=args.attempts, batch_size=args.batch_size,
@@ -163,14 +191,14 @@ def run_solve(args: argparse.Namespace) -> int:
     puzzles = list({e.name: e.puzzle for e in entries if not e.problem}.values())
     if not puzzles:
         raise ValueError(f"{args.file} holds no usable puzzle")
-    model, tokenizer = load_causal_lm(args.model, dtype=getattr(torch, args.dtype))
+    llm = load_llm(args.model, config.sampling, chat=False, dtype=getattr(torch, args.dtype),
+                   batch_size=config.batch_size, generator=torch.Generator().manual_seed(args.seed))
     out = Path(args.out) if args.out else _default_out(args.file, ".solved.jsonl")
     started = time.perf_counter()
     with Sandbox(workers=args.workers) as sandbox, _progress() as progress:
-        solver = FewShotSolver(model, tokenizer, sandbox, fewshot_puzzles(), config)
+        solver = FewShotSolver(llm, sandbox, fewshot_puzzles(), config)
         task = progress.add_task("solving", total=len(puzzles) * config.attempts)
-        results = solver.solve(puzzles, generator=torch.Generator().manual_seed(args.seed),
-                               on_batch_done=lambda done, total: progress.update(task, completed=done))
+        results = solver.solve(puzzles, on_batch_done=lambda done, total: progress.update(task, completed=done))
     elapsed = time.perf_counter() - started
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as handle:
@@ -188,6 +216,40 @@ def run_solve(args: argparse.Namespace) -> int:
         mean_difficulty = sum(r.difficulty for r in solved) / len(solved)
         print(f"  mean difficulty D of solved puzzles: {mean_difficulty:.2f}")
     print(f"results written to {out}")
+    return 0
+
+
+def run_synthesize(args: argparse.Namespace) -> int:
+    import torch
+
+    from codeplay_lightning.execution import Sandbox
+    from codeplay_lightning.models import SamplingConfig
+    from codeplay_lightning.search import load_llm
+    from codeplay_lightning.synthesize import SynthesisConfig, default_chat, load_tasks, synthesize
+
+    config = SynthesisConfig(args.method, args.budget, args.seed)
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {args.limit}")
+    sampling = SamplingConfig(args.max_new_tokens, args.temperature, args.top_p)
+    kind, path = args.task
+    out = Path(args.out or f"synthesis/{args.method}")
+    with Sandbox(workers=args.workers, timeout=args.timeout) as sandbox:
+        tasks = dict(list(load_tasks(kind, path, sandbox).items())[:args.limit])
+        chat = default_chat(args.llm) if args.chat is None else args.chat
+        llm = load_llm(args.llm, sampling, chat=chat, dtype=getattr(torch, args.dtype),
+                       generator=torch.Generator().manual_seed(args.seed))
+        arguments = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
+        with _progress() as progress:
+            bar = progress.add_task("synthesizing", total=len(tasks))
+
+            def show(finished: int, total: int, calls: int) -> None:
+                progress.update(bar, completed=finished, description=f"synthesizing ({calls} LLM calls)")
+
+            summary = synthesize(tasks, llm, config, out, llm_spec=args.llm,
+                                 arguments=arguments | {"chat": chat, "out": str(out)}, on_progress=show)
+    for label, value in summary.rows():
+        print(f"  {label:<18} {value}")
+    print(f"results written to {out} (summary.md, summary.json, tasks/)")
     return 0
 
 

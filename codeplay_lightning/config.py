@@ -104,6 +104,8 @@ class TrainConfig:
     name: str = "balanced"  # the run's folder under trainer.run_root; presets set their own
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    # keys commented in solver/common.py: strategy (sample | gif_mcts | worldcoder), llm (frozen: the Setter's
+    # frozen weights | smollm2-135m, hub id, directory | openai:BASE_URL#MODEL), attempts (N_a), sampling
     solver: SolverConfig = field(default_factory=SolverConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)

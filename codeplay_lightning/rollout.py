@@ -1,7 +1,7 @@
 """One PPO iteration's data, as plain functions (the Lightning callback only calls them):
 
     generate_episodes   n_envs Setter streams × n_steps token steps; a stream restarts after a puzzle
-    judge_puzzles       validity, then the Solver's N_a attempts in the sandbox → D
+    judge_puzzles       validity, then the Solver's attempts (samples or a search) in the sandbox → D
     novelty_distances   embeddings against the archive (then archived) → distances to 5-NN
     reward_puzzles      R_d, R_n and R
     PPOBuffer           padded action tokens with old log-probs, values, advantages and returns
@@ -23,9 +23,11 @@ import torch
 from codeplay_lightning.archive import NoveltyArchive, embed
 from codeplay_lightning.config import RewardConfig
 from codeplay_lightning.models import SamplingConfig, sample
-from codeplay_lightning.puzzles import SETTER_STOP, check_puzzle
+from codeplay_lightning.puzzles import SETTER_STOP, PuzzleCheck, check_puzzle
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
-from codeplay_lightning.solver import FewShotSolver
+from codeplay_lightning.solver import Solver, SolverResult
+
+Judged = tuple[PuzzleCheck, SolverResult | None]  # the Solver's result is None for an invalid puzzle
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,8 @@ class ScoredPuzzle:
     text: str
     valid: bool
     reason: str  # why it is invalid, else ""
-    passes: int
-    difficulty: float  # D = N_a / passes; inf when unsolved or invalid
+    passes: int  # the Solver's passing samples; a search's are 1 if it solved the puzzle, else 0
+    difficulty: float  # D = N_a / passes, or a search's calls to its first solution; inf: unsolved or invalid
     r_difficulty: float
     r_novelty: float
     reward: float
@@ -69,11 +71,11 @@ def generate_episodes(model, tokenizer, prompt: str, n_envs: int, n_steps: int, 
     return episodes, truncated
 
 
-def judge_puzzles(texts: Sequence[str], solver: FewShotSolver, generator: torch.Generator) -> list[tuple]:
+def judge_puzzles(texts: Sequence[str], solver: Solver) -> list[Judged]:
     """(validity check, the Solver's result or None when invalid) per puzzle."""
     checks = [check_puzzle(text) for text in texts]
     valid = [check.puzzle for check in checks if check.valid]
-    solved = iter(solver.solve(valid, generator=generator) if valid else [])
+    solved = iter(solver.solve(valid) if valid else [])
     return [(check, next(solved) if check.valid else None) for check in checks]
 
 
@@ -87,7 +89,7 @@ def novelty_distances(texts: Sequence[str], archive: NoveltyArchive, embedder, g
     return archive.score_and_add(list(all_texts), all_embeddings)[offset:offset + len(texts)]
 
 
-def reward_puzzles(texts: Sequence[str], judged: list[tuple], distances: list[np.ndarray],
+def reward_puzzles(texts: Sequence[str], judged: list[Judged], distances: list[np.ndarray],
                    reference_distance: float, reward: RewardConfig) -> list[ScoredPuzzle]:
     scored = []
     for text, (check, result), neighbours in zip(texts, judged, distances):

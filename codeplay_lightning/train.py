@@ -18,8 +18,11 @@ from codeplay_lightning.config import ConfigError, TrainConfig, to_yaml
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.lightning import ArchiveDataModule, RolloutCallback, SetterPPOModule
 from codeplay_lightning.models import load_causal_lm
-from codeplay_lightning.puzzles import bundled_puzzles, fewshot_puzzles, in_classes, load_p3, load_p3_split, setter_prompt
-from codeplay_lightning.solver import FewShotSolver
+from codeplay_lightning.puzzles import (Puzzle, bundled_puzzles, fewshot_puzzles, in_classes, load_p3, load_p3_split,
+                                        setter_prompt)
+from codeplay_lightning.search import HFLLM, LLM, load_llm
+from codeplay_lightning.search.backends import OPENAI_PREFIX
+from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver
 
 log = logging.getLogger("codeplay_lightning")
 
@@ -46,13 +49,15 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
     run_dir = Path(logger.log_dir)
     with Sandbox(workers=config.sandbox.workers, timeout=config.sandbox.timeout) as sandbox:
         log.info("sandbox isolation: %s", sandbox.isolation)
-        solver = FewShotSolver(frozen if frozen is not None else policy, tokenizer, sandbox, examples, config.solver)
+        generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
+        solver = _solver(config, frozen if frozen is not None else policy, tokenizer, sandbox, examples, generator)
         module = SetterPPOModule(policy, frozen, config.ppo, config.rollout.temperature, config.model.value_hidden,
                                  config.model.detach_value_trunk,
                                  identity={"model": config.model.name, "lora_rank": config.model.lora_rank})
         datamodule = ArchiveDataModule(NoveltyArchive(embedder.get_embedding_dimension()), config.ppo,
                                        config.trainer.seed)
-        rollout = RolloutCallback(config, tokenizer, setter_prompt(examples), solver, embedder, reference_distance)
+        rollout = RolloutCallback(config, tokenizer, setter_prompt(examples), solver, embedder, reference_distance,
+                                  generator)
         trainer = L.Trainer(
             max_epochs=config.trainer.iterations, precision=config.trainer.precision,
             accelerator=config.trainer.accelerator, devices=config.trainer.devices, strategy=config.trainer.strategy,
@@ -81,6 +86,34 @@ def _trainable(policy, config: TrainConfig):
     if config.trainer.precision.startswith("bf16"):
         frozen = frozen.to(torch.bfloat16)  # it only samples and scores: bf16 weights sample fastest
     return policy, frozen
+
+
+def _solver(config: TrainConfig, frozen, tokenizer, sandbox: Sandbox, examples: Sequence[Puzzle],
+            generator: torch.Generator) -> Solver:
+    """The Solver of `config.solver`; its LLM draws from `generator`, the rollout's checkpointed one."""
+    solver = config.solver
+    log.info("solver: %s, %d attempts, LLM %s", solver.strategy, solver.attempts, solver.llm)
+    llm = _solver_llm(config, frozen, tokenizer, generator)
+    if solver.strategy == "sample":
+        return FewShotSolver(llm, sandbox, examples, solver)
+    return SearchSolver(llm, sandbox, solver, generator)
+
+
+def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generator) -> LLM:
+    """The frozen weights (`solver.llm=frozen`), or the model or server `solver.llm` names. The few-shot
+    prompt is raw text to continue; a search's prompts are instructions, sent as one chat message when
+    the model has a chat template (a server: always, through its chat endpoint)."""
+    solver = config.solver
+    search = solver.strategy != "sample"
+    if solver.llm.startswith(OPENAI_PREFIX):
+        return load_llm(solver.llm, solver.sampling, chat=search, generator=generator)
+    if solver.llm == "frozen":
+        model = frozen
+    else:
+        dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy
+        model, tokenizer = load_causal_lm(solver.llm, dtype=dtype)
+    return HFLLM(model, tokenizer, solver.sampling, chat=search and tokenizer.chat_template is not None,
+                 batch_size=solver.batch_size, generator=generator)
 
 
 def _reference_puzzles(config: TrainConfig):

@@ -283,7 +283,7 @@ def run_program(f_source: str, g_source: str, ans_type: str | None, base: dict) 
         result = f(answer)
         if result is True:
             return "pass", ""
-        return "fail", f"f returned {safe_repr(result)}"
+        return "fail", f"f returned {safe_repr(result)} for x = {safe_repr(answer)}"
     except ProgramError as error:
         return error.status, error.detail
     except MemoryError as error:

@@ -22,25 +22,31 @@ from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, 
 from codeplay_lightning.lightning.ranks import from_every_rank, rank
 from codeplay_lightning.rollout import (PPOBuffer, ScoredPuzzle, generate_episodes, judge_puzzles, novelty_distances,
                                         pad_actions, reward_puzzles, with_prompt)
-from codeplay_lightning.solver import FewShotSolver
+from codeplay_lightning.search import HFLLM
+from codeplay_lightning.solver import Solver
 
 SMOOTHING = 200  # puzzles, as the paper's curves
 SCORING_CHUNK = 8  # sequences per no-grad forward when computing old log-probs and values
 
 
 class RolloutCallback(L.Callback):
-    def __init__(self, config: TrainConfig, tokenizer, setter_prompt: str, solver: FewShotSolver,
-                 embedder, reference_distance: float):
+    """`generator` drives the iteration's sampling: the Setter's streams here, and the Solver, whose LLM
+    (and search seeds) draw from the same generator object; it is seeded per rank and checkpointed here."""
+
+    def __init__(self, config: TrainConfig, tokenizer, setter_prompt: str, solver: Solver,
+                 embedder, reference_distance: float, generator: torch.Generator):
         self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
         self.solver, self.embedder, self.reference_distance = solver, embedder, reference_distance
         self.prompt_ids = torch.tensor(tokenizer(setter_prompt)["input_ids"])
-        self.generator = torch.Generator().manual_seed(config.trainer.seed)
+        self.generator = generator
         self.puzzles_generated = 0  # over all ranks
         self.recent = {name: deque(maxlen=SMOOTHING) for name in ("difficulty", "novelty", "total")}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         # every rank samples different puzzles from the same seed
         self.generator.manual_seed(self.config.trainer.seed * 1000 + trainer.global_rank)
+        if self.config.solver.llm != "frozen" and isinstance(self.solver.llm, HFLLM):
+            self.solver.llm.model.to(trainer.strategy.root_device)  # a Solver LM of its own samples beside the policy
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         clock = _Clock()
@@ -51,8 +57,8 @@ class RolloutCallback(L.Callback):
                                                     rollout.n_steps, rollout.temperature, rollout.top_p, self.generator)
             clock.lap("setter_sampling")
             texts = [episode.text for episode in episodes]
-            with _solver_weights(module):
-                judged = judge_puzzles(texts, self.solver, self.generator)
+            with _solver_weights(module, self.config.solver.llm):
+                judged = judge_puzzles(texts, self.solver)
             clock.lap("solver")  # the Solver's sampling and the sandbox
             distances = novelty_distances(texts, trainer.datamodule.archive, self.embedder,
                                           gather=_gather_puzzles if trainer.world_size > 1 else None)
@@ -189,9 +195,12 @@ def _reference_weights(module):
             yield module.policy
 
 
-def _solver_weights(module):
-    """The Solver samples from the frozen weights: a no-op for a separate copy; LoRA disables adapters."""
-    return contextlib.nullcontext() if module.frozen is not None else module.policy.disable_adapter()
+def _solver_weights(module, solver_llm: str):
+    """The frozen Solver samples from the frozen weights: a no-op for a separate copy; LoRA disables
+    adapters. A Solver LLM of its own needs neither."""
+    if solver_llm != "frozen" or module.frozen is not None:
+        return contextlib.nullcontext()
+    return module.policy.disable_adapter()
 
 
 def _gather_puzzles(texts, embeddings):

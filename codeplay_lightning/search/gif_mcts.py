@@ -3,7 +3,9 @@
 Nodes are programs, edges are LLM actions. A node stores a *state* (a prefix of its program that
 grows by L lines per level) and a *rollout* (the rest); the full program state + rollout is what is
 evaluated. Each iteration selects with UCT down to an unexpanded action, calls the LLM once,
-evaluates the new program and backpropagates its score (mean returns, γ = 1).
+evaluates the new program and backpropagates its score (mean returns, γ = 1). An iteration is two
+steps, `prompts()` (selection) and `receive(completions)` (expansion, evaluation, backpropagation), so
+that `run_searches` can put many searches' LLM calls into one batch.
 
 Choices where the paper is vague (each marked "ours" below):
 - improve / fix rewrite the whole program; their child's state is its first (parent's state lines + L)
@@ -24,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from codeplay_lightning.search.llm import LLM
-from codeplay_lightning.search.tasks import Task, continuation, extract_code
+from codeplay_lightning.search.tasks import Task, extract_code, generated_program
 
 ROOT, GENERATE, IMPROVE, FIX = "root", "generate", "improve", "fix"
 ESTIMATED = (GENERATE, IMPROVE)  # action types whose unexplored value is estimated (app. A)
@@ -102,9 +104,21 @@ class Node:
 
 @dataclass(frozen=True)
 class SearchResult:
-    program: str
+    program: str  # the best program found
     score: float
-    calls: int
+    calls: int  # LLM calls spent
+    solved_at: int | None = None  # the call that produced the first program scoring 1
+
+
+@dataclass
+class Selection:
+    """A selected, not yet expanded action: the path from the root to `node` (visits counted) and
+    the estimate of the action's value made before expanding it (for the weight fit)."""
+
+    path: list[Node]
+    node: Node
+    action: str
+    estimate: tuple[float, float | None] | None
 
 
 def split_program(program: str, state_lines: int) -> tuple[str, str]:
@@ -114,37 +128,57 @@ def split_program(program: str, state_lines: int) -> tuple[str, str]:
 
 
 class GifMcts:
-    def __init__(self, task: Task, llm: LLM, config: GifMctsConfig | None = None):
-        self.task, self.llm = task, llm
+    def __init__(self, task: Task, config: GifMctsConfig | None = None):
+        self.task = task
         self.config = config or GifMctsConfig()
         self.root = Node(ROOT, task.root_code)
         self.calls = 0
         self.weights = {action: [1.0, 1.0] for action in ESTIMATED}  # [w_G, w_L] per action type
         self.best: Node | None = None
+        self.solved_at: int | None = None
+        self.selection: Selection | None = None
 
     # ------------------------------------------------------------------ the search loop
 
-    def run(self) -> SearchResult:
-        """Iterate until the budget of LLM calls is spent or a program scores 1 (early stop)."""
-        while self.calls < self.config.budget and (self.best is None or self.best.score < 1.0):
-            self.iterate()
-        best = self.best
-        return SearchResult(best.program if best else "", best.score if best else 0.0, self.calls)
+    @property
+    def finished(self) -> bool:
+        """The budget of LLM calls is spent or a program scores 1 (early stop)."""
+        return self.calls >= self.config.budget or self.solved_at is not None
 
-    def iterate(self) -> Node:
-        """Selection, expansion, evaluation, backpropagation; returns the new node."""
+    def prompts(self) -> list[str]:
+        """Selection down to an unexpanded action; the prompt that expands it ([] once finished)."""
+        if self.finished:
+            return []
+        if self.selection is None:
+            self.selection = self.select_path()
+        return [self.prompt(self.selection.node, self.selection.action)]
+
+    def receive(self, completions: list[str]) -> Node:
+        """Expansion with the LLM's completion, evaluation and backpropagation; returns the new node."""
+        (completion,) = completions
+        selection, self.selection = self.selection, None
+        child = self.expand(selection.node, selection.action, completion, selection.estimate)
+        self.backpropagate(selection.path, child)
+        return child
+
+    def iterate(self, llm: LLM) -> Node:
+        """One whole iteration with its own LLM call."""
+        return self.receive(llm.complete(self.prompts()))
+
+    def result(self) -> SearchResult:
+        best = self.best
+        return SearchResult(best.program if best else "", best.score if best else 0.0, self.calls, self.solved_at)
+
+    def select_path(self) -> Selection:
+        """UCT from the root down to an unexpanded action; every node on the path counts a visit."""
         node, path = self.root, [self.root]
         self.root.visits += 1
-        while True:  # selection: every node on the path counts a visit (N in UCT)
-            choice = self.select(node)
-            if isinstance(choice, str):
-                break
+        while not isinstance(choice := self.select(node), str):
             node = choice
             node.visits += 1
             path.append(node)
-        child = self.expand(node, choice)
-        self.backpropagate(path, child)
-        return child
+        estimate = (self.global_value(choice), self.local_value(node, choice)) if choice in ESTIMATED else None
+        return Selection(path, node, choice, estimate)
 
     # ------------------------------------------------------------------ selection
 
@@ -230,14 +264,11 @@ class GifMcts:
             return self.task.improve_prompt(node.program, node.failing_example or "")
         return self.task.fix_prompt(node.program, node.error)  # full program + error (fig. 5)
 
-    def expand(self, node: Node, action: str) -> Node:
-        features = (self.global_value(action), self.local_value(node, action)) if action in ESTIMATED else None
-        completion = self.llm.complete([self.prompt(node, action)])[0]
+    def expand(self, node: Node, action: str, completion: str,
+               estimate: tuple[float, float | None] | None = None) -> Node:
+        """The child that `completion` (the LLM's answer to `prompt(node, action)`) makes."""
         self.calls += 1
-        if action == GENERATE:
-            program = node.state + continuation(completion)
-        else:
-            program = extract_code(completion)
+        program = generated_program(node.state, completion) if action == GENERATE else extract_code(completion)
         evaluation = self.task.evaluate(program)
         state_lines = len(node.state.splitlines(keepends=True)) + self.config.new_lines
         state, rollout = split_program(program, state_lines)
@@ -252,8 +283,10 @@ class GifMcts:
                 self.lower_chain(node, child.temp_value)
         if self.best is None or child.score > self.best.score:
             self.best = child
-        if features is not None and features[1] is not None:
-            self.fit_weights(action, features[0], features[1], target=0.0 if child.buggy else child.score)
+        if child.score >= 1.0 and self.solved_at is None:
+            self.solved_at = self.calls
+        if estimate is not None and estimate[1] is not None:
+            self.fit_weights(action, estimate[0], estimate[1], target=0.0 if child.buggy else child.score)
         return child
 
     def lower_chain(self, node: Node, temp_value: float) -> None:
@@ -280,14 +313,15 @@ class GifMcts:
     # ------------------------------------------------------------------ serialisation
 
     def to_json(self) -> str:
-        return json.dumps({"calls": self.calls, "weights": self.weights, "root": self.root.to_dict()})
+        return json.dumps({"method": "gif-mcts", "calls": self.calls, "solved_at": self.solved_at,
+                           "weights": self.weights, "root": self.root.to_dict()})
 
     @classmethod
-    def from_json(cls, text: str, task: Task, llm: LLM, config: GifMctsConfig | None = None) -> GifMcts:
+    def from_json(cls, text: str, task: Task, config: GifMctsConfig | None = None) -> GifMcts:
         """A search resumed from `to_json()`'s output."""
         data = json.loads(text)
-        search = cls(task, llm, config)
-        search.root, search.calls = Node.from_dict(data["root"]), data["calls"]
+        search = cls(task, config)
+        search.root, search.calls, search.solved_at = Node.from_dict(data["root"]), data["calls"], data["solved_at"]
         search.weights = {action: list(weights) for action, weights in data["weights"].items()}
         scored = [node for node in search.root.walk() if node.action != ROOT]
         search.best = max(scored, key=lambda node: node.score, default=None)

@@ -29,10 +29,14 @@ _STEPS_FIX = ("Answer in three parts: explain the error and the code responsible
 
 
 def generate_prompt(description: str, code_so_far: str) -> str:
-    """Paper fig. 3: the completion continues `code_so_far` inside an open code fence."""
-    role = _ROLE.format(what="the beginning of a program for it",
-                        job="Continue the program from where it stops, writing all the missing code, so "
-                            "that it does what the task asks without errors.")
+    """Paper fig. 3: the completion continues `code_so_far` inside an open code fence (at an empty
+    root, the program starts there)."""
+    if code_so_far.strip():
+        role = _ROLE.format(what="the beginning of a program for it",
+                            job="Continue the program from where it stops, writing all the missing code, so "
+                                "that it does what the task asks without errors.")
+    else:
+        role = _ROLE.format(what="nothing more", job="Write a program that does what the task asks without errors.")
     return f"{role}## Task\n{description}\n\n## Program\n```python\n{code_so_far}"
 
 
@@ -52,12 +56,25 @@ def fix_prompt(description: str, program: str, error: str) -> str:
             f"## Error\n{error}\n\n## What went wrong\n")
 
 
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
 def continuation(completion: str) -> str:
     """The code of a generate completion: everything before the fence that closes the code block."""
     return completion.split("```", 1)[0]
 
 
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+def generated_program(code_so_far: str, completion: str) -> str:
+    """The program a generate completion makes. A completion model continues the open fence of the
+    prompt (`code_so_far` + its text up to the closing fence); a chat model usually answers with a
+    fenced block of its own (ours): its first block, taken whole when it restates the code so far,
+    else appended to it."""
+    if not completion.lstrip().startswith("```"):
+        return code_so_far + continuation(completion)
+    fenced = _FENCE.match(completion.lstrip())
+    code = fenced.group(1) if fenced else ""  # "```" followed by prose: no code
+    first_line = code_so_far.strip().split("\n", 1)[0]
+    return code if first_line and code.lstrip().startswith(first_line) else code_so_far + code
 
 
 def extract_code(completion: str) -> str:
@@ -73,6 +90,17 @@ class Evaluation:
     buggy: bool  # the program did not run (syntax error, exception, timeout, memory)
     error: str = ""  # the error, for the fix prompt
     failing_example: str | None = None  # one wrong result, for the improve prompt
+
+    @property
+    def strict(self) -> bool:
+        """Every test passed: what APPS's strict accuracy counts (paper §5.2)."""
+        return self.score == 1.0
+
+
+def describe_wrong_result(input_text: str, expected: str, got: str) -> str:
+    """One wrong result as the improve prompt shows it: the input, the expected and the actual result
+    (paper fig. 4's input, ground-truth output and incorrect output)."""
+    return f"Input:\n{input_text}\nExpected:\n{expected}\nGot:\n{got}"
 
 
 class Task(Protocol):
@@ -120,6 +148,11 @@ class P3Task(DescribedTask):
         verdict = self.sandbox.verify([candidate])[0]
         if verdict.status == "pass":
             return Evaluation(score=1.0, buggy=False)
-        if verdict.status == "fail":  # "f returned ..." or "answer ... is not of type ..."
+        if verdict.status == "fail" and verdict.detail.startswith("f returned "):
+            result, _, answer = verdict.detail.removeprefix("f returned ").partition(" for x = ")
+            example = describe_wrong_result("none (g takes no arguments)", "f(answer) to be True",
+                                            f"g() returned {answer}, and f returned {result} for it")
+            return Evaluation(score=0.0, buggy=False, failing_example=example)
+        if verdict.status == "fail":  # "answer ... is not of type ...": the whole story already
             return Evaluation(score=0.0, buggy=False, failing_example=verdict.detail)
         return Evaluation(score=0.0, buggy=True, error=verdict.detail or verdict.status)

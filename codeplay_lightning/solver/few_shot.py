@@ -1,8 +1,8 @@
 """The few-shot Solver of Codeplay: a frozen LM tries each puzzle N_a times, the sandbox judges.
 
-For each puzzle the prompt is the few-shot block, the puzzle's `f` and `def g():`; each sampled
-continuation, cut at the Solver stop strings, becomes a candidate `def g():` + continuation. All
-(puzzle, attempt) rows are sampled in batches across puzzles, then verified in the sandbox.
+For each puzzle the prompt is the few-shot block, the puzzle's `f` and `def g():`; each completion,
+cut at the Solver stop strings, becomes a candidate `def g():` + completion. All (puzzle, attempt)
+rows go to the LLM in batches across puzzles, then to the sandbox.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
 from codeplay_lightning.execution import Program, Sandbox, Verdict
-from codeplay_lightning.models.sampling import SamplingConfig, sample
-from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle, solver_prompt
+from codeplay_lightning.puzzles import Puzzle, solver_prompt
+from codeplay_lightning.search.llm import LLM
+from codeplay_lightning.solver.common import SolverConfig
 
 G_HEADER = "def g():"  # the end of every Solver prompt; a candidate is this plus the continuation
 
@@ -34,23 +32,6 @@ def difficulty(attempts: int, passes: int) -> float:
     if not 0 <= passes <= attempts:
         raise ValueError(f"passes must be in [0, {attempts}], got {passes}")
     return attempts / passes if passes else math.inf
-
-
-@dataclass
-class SolverConfig:
-    attempts: int = 8  # N_a: candidate solutions sampled per puzzle
-    batch_size: int = 32  # (puzzle, attempt) rows per sampling batch, across puzzles
-    max_new_tokens: int = 128  # length cap of one candidate g
-    temperature: float = 0.8  # > 0: the N_a attempts must differ
-    top_p: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 (greedy attempts all agree), got {self.temperature}")
 
 
 @dataclass(frozen=True)
@@ -75,59 +56,40 @@ class PuzzleResult:
 
 
 class FewShotSolver:
-    """Samples `config.attempts` candidate `g` per puzzle from a frozen LM and verifies them."""
+    """Draws `config.attempts` candidate `g` per puzzle from a frozen LM and verifies them.
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        sandbox: Sandbox,
-        examples: Sequence[Puzzle],
-        config: SolverConfig,
-    ) -> None:
+    `llm` must continue raw prompts (not chat) with `config.sampling`'s settings, which stop at the
+    Solver stop strings; it makes the run reproducible when it is seeded (`HFLLM(generator=...)`).
+    """
+
+    def __init__(self, llm: LLM, sandbox: Sandbox, examples: Sequence[Puzzle], config: SolverConfig) -> None:
         if not examples:
             raise ValueError("the Solver prompt needs at least one few-shot example")
-        self.model, self.tokenizer, self.sandbox = model, tokenizer, sandbox
+        self.llm, self.sandbox = llm, sandbox
         self.examples = tuple(examples)
         self.config = config
-        self.sampling = SamplingConfig(config.max_new_tokens, config.temperature, config.top_p, SOLVER_STOP)
 
     def solve(
-        self,
-        puzzles: Sequence[Puzzle],
-        *,
-        generator: torch.Generator | None = None,
-        on_batch_done: Callable[[int, int], None] | None = None,
+        self, puzzles: Sequence[Puzzle], *, on_batch_done: Callable[[int, int], None] | None = None
     ) -> list[PuzzleResult]:
         """One result per puzzle, in order.
 
-        `generator` makes the run reproducible and, up to float rounding, independent of
-        `batch_size`: it seeds one generator per (puzzle, attempt). Without it sampling uses the
-        global torch RNG.
+        Rows go to the LLM `config.batch_size` at a time; a seeded `HFLLM` draws one seed per row in
+        row order, so the samples do not depend on the batch size (up to float rounding).
         `on_batch_done(rows_done, rows_total)` is called after each batch is sampled and verified;
         a row is one (puzzle, attempt).
         """
         attempts = self.config.attempts
         n_rows = len(puzzles) * attempts  # row r is attempt r % attempts at puzzle r // attempts
         prompts = [solver_prompt(self.examples, puzzle) for puzzle in puzzles]
-        row_generators = None
-        if generator is not None:
-            seeds = torch.randint(0, 2**62, (n_rows,), generator=generator).tolist()
-            row_generators = [torch.Generator().manual_seed(seed) for seed in seeds]
 
         programs: list[Program] = []
         verdicts: list[Verdict] = []
         for start in range(0, n_rows, self.config.batch_size):
             batch = range(start, min(start + self.config.batch_size, n_rows))
-            samples = sample(
-                self.model,
-                self.tokenizer,
-                [prompts[row // attempts] for row in batch],
-                self.sampling,
-                row_generators[batch.start : batch.stop] if row_generators is not None else None,
-            )
+            completions = self.llm.complete([prompts[row // attempts] for row in batch])
             batch_programs = [
-                candidate_program(puzzles[row // attempts], text) for row, text in zip(batch, samples.texts)
+                candidate_program(puzzles[row // attempts], text) for row, text in zip(batch, completions)
             ]
             verdicts.extend(self.sandbox.verify(batch_programs))
             programs.extend(batch_programs)

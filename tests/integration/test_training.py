@@ -11,6 +11,11 @@ import pytest
 import torch
 
 from codeplay_lightning.config import ConfigError, load_config
+from codeplay_lightning.lightning import rollout_callback
+from codeplay_lightning.models import SamplingConfig
+from codeplay_lightning.rewards import difficulty_reward
+from codeplay_lightning.rollout import Episode
+from codeplay_lightning.search import ScriptedLLM
 from codeplay_lightning.train import train
 from conftest import stream_llama
 
@@ -58,6 +63,7 @@ def test_every_config_file_loads_and_validates(path):
     ("rollout.n_envs=0", "must be >= 1"),
     ("reward.combine=product", "takes no weights"),
     ("noequals", "not of the form key=value"),
+    ("solver.strategy=beam", r"expected one of \['sample', 'gif_mcts', 'worldcoder'\]"),
 ])
 def test_bad_overrides_are_one_line_errors(override, message):
     with pytest.raises(ConfigError, match=message) as error:
@@ -167,3 +173,110 @@ def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path,
             for name, value in state.items() if name.startswith("policy.") and "lora_" not in name}
     for name, value in stream_model.state_dict().items():  # the frozen base is the Solver and the reference
         torch.testing.assert_close(base[name], value)
+
+
+# ---------------------------------------------------------------- the search Solver strategies
+
+SEVEN, NEGATIVE_ROOT = "def f(x: int):\n    return x == 7", "def f(n: int):\n    return n * n == 144 and n < 0"
+GOOD_MORNING = 'def f(s: str):\n    return "Good " + s == "Good morning"'
+
+
+@pytest.fixture
+def valid_puzzles(monkeypatch, char_tokenizer):
+    """The Setter's streams write these three puzzles every iteration (random characters never parse)."""
+    def three_puzzles(*args):
+        return [Episode(text, torch.tensor(char_tokenizer(text + "\n\n")["input_ids"]))
+                for text in (SEVEN, NEGATIVE_ROOT, GOOD_MORNING)], 0
+
+    monkeypatch.setattr(rollout_callback, "generate_episodes", three_puzzles)
+
+
+class PuzzleAnsweringLLM(ScriptedLLM):
+    """Stands in for the Solver's HFLLM and answers by the puzzle in the prompt: SEVEN is solved by the
+    first call, NEGATIVE_ROOT's first program raises and its fix solves it, GOOD_MORNING never."""
+
+    def __init__(self, model, tokenizer, sampling: SamplingConfig, *, chat: bool, batch_size: int, generator):
+        super().__init__([])
+        self.sampling, self.chat, self.batches = sampling, chat, []
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        self.batches.append(len(prompts))
+        self.script += [self.answer(prompt) for prompt in prompts]
+        return super().complete(prompts)
+
+    @staticmethod
+    def answer(prompt: str) -> str:
+        rewrite = prompt.endswith("## What went wrong\n")  # improve / fix, not generate
+        if SEVEN in prompt:
+            return "    return 7\n```"
+        if NEGATIVE_ROOT in prompt:
+            return "```python\ndef g():\n    return -12\n```" if rewrite else "    return 1 // 0\n```"
+        return "```python\ndef g():\n    return 'night'\n```" if rewrite else "    return 'evening'\n```"
+
+
+def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model, char_tokenizer, valid_puzzles,
+                                                         monkeypatch):
+    llms: list[PuzzleAnsweringLLM] = []
+
+    def solver_llm(*args, **kwargs) -> PuzzleAnsweringLLM:
+        llms.append(PuzzleAnsweringLLM(*args, **kwargs))
+        return llms[-1]
+
+    monkeypatch.setattr("codeplay_lightning.train.HFLLM", solver_llm)
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "solver.strategy=gif_mcts", "solver.attempts=3")
+
+    expected_d = {SEVEN: 1, NEGATIVE_ROOT: 2, GOOD_MORNING: None}  # LLM calls to the first solution
+    puzzles = read_puzzles(run_dir)
+    assert [p["iteration"] for p in puzzles] == [0, 0, 0, 1, 1, 1]
+    for puzzle in puzzles:
+        assert puzzle["valid"] and puzzle["D"] == expected_d[puzzle["puzzle"]]
+        assert puzzle["R_d"] == pytest.approx(difficulty_reward(puzzle["D"] or float("inf"), valid=True))
+    (llm,) = llms
+    assert not llm.chat  # the char tokenizer has no chat template
+    assert llm.sampling == SamplingConfig(24, 0.8, 1.0, ())  # solver.max_new_tokens etc., no stop strings
+    assert llm.batches == [3, 2, 1] * 2  # per iteration: every search's call, then the unsolved ones'
+    assert load_checkpoint(run_dir)["epoch"] == 2
+
+
+def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_tokenizer, valid_puzzles):
+    model_dir = tmp_path / "solver_model"
+    stream_model.save_pretrained(model_dir)
+    char_tokenizer.save_pretrained(model_dir)
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "solver.strategy=worldcoder", f"solver.llm={model_dir}")
+
+    puzzles = read_puzzles(run_dir)
+    assert len(puzzles) == 6 and all(p["valid"] for p in puzzles)
+    attempts = load_config([CONFIGS / "smoke.yaml"]).solver.attempts
+    for puzzle in puzzles:  # random characters solve nothing, but D may only be calls-to-solution or None
+        assert puzzle["D"] is None or puzzle["D"] in range(1, attempts + 1)
+        assert (puzzle["R_d"] == -1) == (puzzle["D"] is None)
+    assert load_checkpoint(run_dir)["epoch"] == 2
+
+
+class CoinLLM(ScriptedLLM):
+    """Stands in for the Solver's HFLLM: answers 7 or -12 at random, drawn from the generator it is
+    given, so the puzzles' D values follow that generator's stream."""
+
+    def __init__(self, model, tokenizer, sampling: SamplingConfig, *, chat: bool, batch_size: int, generator):
+        super().__init__([])
+        self.generator = generator
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        coins = torch.randint(0, 2, (len(prompts),), generator=self.generator).tolist()
+        self.script += ["\n    return 7" if coin else "\n    return -12" for coin in coins]
+        return super().complete(prompts)
+
+
+@pytest.mark.parametrize("strategy", ["sample", "worldcoder"])
+def test_resume_continues_the_solvers_random_stream(tmp_path, stream_model, char_tokenizer, valid_puzzles,
+                                                    monkeypatch, strategy):
+    monkeypatch.setattr("codeplay_lightning.train.HFLLM", CoinLLM)
+    overrides = (f"solver.strategy={strategy}", "solver.attempts=4", "ppo.ppo_epochs=1")
+    straight = run(tmp_path / "straight", stream_model, char_tokenizer, "trainer.iterations=4", *overrides)
+    run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=2", *overrides)
+    resumed = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=4", *overrides,
+                  resume="auto")
+
+    difficulties = [(p["puzzle"], p["D"]) for p in read_puzzles(straight)]
+    assert len({d for text, d in difficulties if text == SEVEN}) > 1  # D depends on the Solver's draws
+    assert [(p["puzzle"], p["D"]) for p in read_puzzles(resumed)] == difficulties

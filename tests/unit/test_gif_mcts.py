@@ -9,15 +9,17 @@ import json
 import math
 import random
 import re
+import zlib
 
 import pytest
 
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.puzzles import bundled_puzzles
-from codeplay_lightning.search import (Evaluation, GifMcts, GifMctsConfig, Node, P3Task, ScriptedLLM, WorldCoder,
-                                       plain_sampling)
+from codeplay_lightning.search import (Evaluation, GifMcts, GifMctsConfig, Node, P3Task, PlainSampling,
+                                       ScriptedLLM, SearchResult, WorldCoder, make_search,
+                                       run_searches)
 from codeplay_lightning.search.gif_mcts import FIX, GENERATE, IMPROVE
-from codeplay_lightning.search.tasks import DescribedTask, extract_code
+from codeplay_lightning.search.tasks import DescribedTask, extract_code, generated_program
 
 
 class FakeTask(DescribedTask):
@@ -46,8 +48,12 @@ def rewrite(score: float | str) -> str:
 BUG = "    x = 1\n    BUG\n    return x\n"
 
 
-def search(script: list[str], budget: int = 50) -> GifMcts:
-    return GifMcts(FakeTask(), ScriptedLLM(script), GifMctsConfig(budget=budget))
+def search(script: list[str], budget: int = 50) -> tuple[GifMcts, ScriptedLLM]:
+    return GifMcts(FakeTask(), GifMctsConfig(budget=budget)), ScriptedLLM(script)
+
+
+def run(tree, llm):
+    return run_searches([tree], llm)[0]
 
 
 def bonus(parent_visits: int, same_type: int) -> float:
@@ -58,18 +64,18 @@ def bonus(parent_visits: int, same_type: int) -> float:
 
 
 def test_generate_keeps_two_new_lines_as_state_and_the_rest_as_rollout():
-    tree = search([gen(0.4)])
-    child = tree.iterate()
+    tree, llm = search([gen(0.4)])
+    child = tree.iterate(llm)
     assert (child.action, child.rollout) == (GENERATE, "    return x\n")
     assert child.state == "def g():\n    x = 1\n    # score 0.4\n"
     assert child.program == "def g():\n    x = 1\n    # score 0.4\n    return x\n"  # what was evaluated
     assert child.score == 0.4 and tree.root.children == [child]
-    assert tree.llm.prompts[0].endswith("```python\ndef g():\n")  # the root's state, continued
+    assert llm.prompts[0].endswith("```python\ndef g():\n")  # the root's state, continued
 
 
 def test_uct_choice_priors_and_weight_fit_hand_computed():
-    tree = search([gen(0.4), gen(0.0)])
-    first = tree.iterate()
+    tree, llm = search([gen(0.4), gen(0.0)])
+    first = tree.iterate(llm)
     tree.root.visits += 1  # as iterate() does at the start of the second pass
     scores = {id(choice) if isinstance(choice, Node) else choice: uct for uct, choice in tree.uct_scores(tree.root)}
     v_global = (0.5 * 2 + 0.4) / 3  # generate prior 0.5 with count 2, plus the first child's 0.4
@@ -80,7 +86,7 @@ def test_uct_choice_priors_and_weight_fit_hand_computed():
     assert scores[GENERATE] == pytest.approx((v_global + v_local) / 2 + bonus(2, 1))  # w_G = w_L = 1
     assert tree.select(tree.root) == GENERATE  # 0.4333 > 0.4: a second generate at the root
     tree.root.visits -= 1
-    second = tree.iterate()
+    second = tree.iterate(llm)
     assert tree.root.children == [first, second]
     assert tree.global_value(GENERATE) == pytest.approx((1.0 + 0.4 + 0.0) / 4)
     # one gradient step on log w of ½(prediction − 0)², prediction = 0.4333
@@ -96,44 +102,44 @@ def test_uct_choice_priors_and_weight_fit_hand_computed():
 
 
 def test_root_only_generates_and_expansion_adds_a_sibling_of_the_same_type():
-    tree = search([gen(0.4), rewrite(0.5)])
+    tree, llm = search([gen(0.4), rewrite(0.5)])
     assert tree.actions(tree.root) == [GENERATE]
-    child = tree.iterate()
+    child = tree.iterate(llm)
     assert tree.actions(child) == [GENERATE, IMPROVE]
     assert GENERATE in [choice for _, choice in tree.uct_scores(tree.root)]  # a fresh generate next to `child`
-    improved = tree.expand(child, IMPROVE)
+    improved = tree.expand(child, IMPROVE, llm.complete([tree.prompt(child, IMPROVE)])[0])
     assert improved.action == IMPROVE and child.children == [improved]
     assert tree.actions(child) == [GENERATE, IMPROVE]  # a new improve sibling is open again
     # improve got the full program and one failing example; its state is the first 1 + L + L lines
-    assert "    return x" in tree.llm.prompts[1] and "wrong answer (0.4)" in tree.llm.prompts[1]
+    assert "    return x" in llm.prompts[1] and "wrong answer (0.4)" in llm.prompts[1]
     assert improved.program == "def g():\n    # score 0.5\n    return 2\n"
     assert improved.state == improved.program and improved.rollout == ""
 
 
 def test_buggy_nodes_get_fixes_with_decreasing_temporary_values_never_backpropagated():
-    tree = search([BUG, rewrite("BUG"), rewrite("BUG"), rewrite("BUG"), gen(1)])
-    buggy = tree.iterate()
+    tree, llm = search([BUG, rewrite("BUG"), rewrite("BUG"), rewrite("BUG"), gen(1)])
+    buggy = tree.iterate(llm)
     assert buggy.buggy and buggy.temp_value == pytest.approx(0.99) and tree.actions(buggy) == [FIX]
     assert tree.root.value_count == 0 and tree.root.value == 0.0  # neither 0.99 nor 0 went up
     temps = []
     for _ in range(3):  # the buggy chain wins UCT over a fresh generate until its fixes run out
-        fixed = tree.iterate()
+        fixed = tree.iterate(llm)
         assert fixed.action == FIX and fixed.buggy
         temps.append(buggy.temp_value)
         assert tree.root.value_count == 0
     assert temps == pytest.approx([0.66, 0.33, 0.0])
     assert fixed.fix_depth == 3 and tree.actions(fixed) == []  # at most f = 3 fixes in a row
     assert not tree.alive(buggy)
-    assert "ZeroDivisionError: boom" in tree.llm.prompts[1]  # the fix prompt carries the error
-    result = tree.run()  # the dead chain is never selected again: the root generates
+    assert "ZeroDivisionError: boom" in llm.prompts[1]  # the fix prompt carries the error
+    result = run(tree, llm)  # the dead chain is never selected again: the root generates
     assert tree.root.children[1].action == GENERATE
     assert (result.score, result.calls) == (1.0, 5)
 
 
 def test_successful_fix_sets_the_chain_value_and_backpropagates():
-    tree = search([BUG, rewrite(0.7)])
-    buggy = tree.iterate()
-    fixed = tree.iterate()
+    tree, llm = search([BUG, rewrite(0.7)])
+    buggy = tree.iterate(llm)
+    fixed = tree.iterate(llm)
     assert fixed.action == FIX and not fixed.buggy
     assert buggy.value == pytest.approx(0.7) and buggy.selection_value == pytest.approx(0.7)
     assert tree.root.value == pytest.approx(0.7) and tree.root.value_count == 1
@@ -141,27 +147,27 @@ def test_successful_fix_sets_the_chain_value_and_backpropagates():
 
 
 def test_early_stop_at_value_one():
-    tree = search([gen(0.2), gen(1), gen(0.3)], budget=10)
-    result = tree.run()
-    assert (result.score, result.calls, tree.llm.usage.calls) == (1.0, 2, 2)
+    tree, llm = search([gen(0.2), gen(1), gen(0.3)], budget=10)
+    result = run(tree, llm)
+    assert (result.score, result.calls, llm.usage.calls) == (1.0, 2, 2)
     assert result.program.endswith("# score 1\n    return x\n")
 
 
 def test_budget_is_respected_exactly():
-    tree = search([gen(0.2)] * 7 + [gen(1)], budget=7)
-    result = tree.run()
-    assert result.calls == 7 and tree.llm.usage.calls == 7 and len(tree.llm.prompts) == 7
+    tree, llm = search([gen(0.2)] * 7 + [gen(1)], budget=7)
+    result = run(tree, llm)
+    assert result.calls == 7 and llm.usage.calls == 7 and len(llm.prompts) == 7
     assert sum(1 for _ in tree.root.walk()) == 8  # the root + one node per call
     assert result.score == pytest.approx(0.2)
 
 
 def test_tree_json_round_trip():
-    tree = search([gen(0.4), BUG, rewrite(0.5), gen(0.1), rewrite(0.3)], budget=5)
-    tree.run()
+    tree, llm = search([gen(0.4), BUG, rewrite(0.5), gen(0.1), rewrite(0.3)], budget=5)
+    run(tree, llm)
     text = tree.to_json()
     data = json.loads(text)
     assert {"action", "state", "program", "value", "visits", "buggy", "children"} <= set(data["root"])
-    restored = GifMcts.from_json(text, FakeTask(), ScriptedLLM([]), GifMctsConfig(budget=5))
+    restored = GifMcts.from_json(text, FakeTask(), GifMctsConfig(budget=5))
     assert restored.to_json() == text
     assert restored.best.score == tree.best.score and restored.calls == 5
 
@@ -176,17 +182,23 @@ def test_extract_code_takes_the_last_fenced_block():
 
 
 def test_worldcoder_beta_posteriors_hand_computed():
-    coder = WorldCoder(FakeTask(), ScriptedLLM([gen(0.4), rewrite(0.0)]), budget=2, seed=1)
-    result = coder.run()
-    first, second = coder.candidates  # the only candidate is selected (and improved) once
+    coder, llm = WorldCoder(FakeTask(), budget=3, seed=1), ScriptedLLM([gen(0.4), rewrite(0.0), rewrite(1)])
+    coder.receive(llm.complete(coder.prompts()))
+    coder.receive(llm.complete(coder.prompts()))
+    first, second = coder.candidates  # the only candidate is selected and improved: a failed trial
     assert (first.alpha, first.beta) == pytest.approx((1 + 5 * 0.4, 1 + 5 * (1 - 0.4) + 1))
     assert (second.alpha, second.beta) == pytest.approx((1 + 5 * 0.0, 1 + 5 * 1.0))
-    assert "wrong answer (0.4)" in coder.llm.prompts[1]  # healthy: improve with its failing example
-    assert (result.calls, result.score) == (2, pytest.approx(0.4))
+    assert "wrong answer (0.4)" in llm.prompts[1]  # healthy: improve with its failing example
+    coder.prompts()
+    parent, prior = coder.parent, (coder.parent.alpha, coder.parent.beta)
+    coder.receive(llm.complete(coder.prompts()))  # the pending selection is kept: the same prompt
+    assert (parent.alpha, parent.beta) == pytest.approx((prior[0] + 1, prior[1]))  # a solved trial
+    assert coder.finished and coder.prompts() == []
+    assert coder.result() == SearchResult("def g():\n    # score 1\n    return 2\n", 1.0, 3, solved_at=3)
 
 
 def test_worldcoder_thompson_sampling_seeded_and_fix_for_buggy():
-    coder = WorldCoder(FakeTask(), ScriptedLLM([rewrite(0.1)]), budget=5, seed=7)
+    coder = WorldCoder(FakeTask(), budget=5, seed=7)
     coder.add("def g():\n    # score 0.6\n")  # Beta(4, 3)
     coder.add("def g():\n    BUG\n")  # Beta(1, 6)
     coder.add("def g():\n    # score 0.2\n")  # Beta(2, 5)
@@ -194,21 +206,17 @@ def test_worldcoder_thompson_sampling_seeded_and_fix_for_buggy():
     rng = random.Random(7)
     draws = [rng.betavariate(a, b) for a, b in [(4, 3), (1, 6), (2, 5)]]
     expected = max(range(3), key=draws.__getitem__)
-    chosen = coder.select()
-    assert chosen is coder.candidates[expected] and chosen.beta == [3, 6, 5][expected] + 1
+    assert coder.select() is coder.candidates[expected]
     # a buggy pick is fixed: force it by making its posterior dominate
     coder.candidates[1].alpha, coder.candidates[1].beta = 1e6, 1.0
-    coder.calls = coder.budget - 1
-    parent = coder.select()
-    assert parent is coder.candidates[1]
-    coder.add(extract_code(coder.complete(coder.task.fix_prompt(parent.program, parent.evaluation.error))))
-    assert "## Error\nZeroDivisionError: boom" in coder.llm.prompts[0]
+    (prompt,) = coder.prompts()
+    assert coder.parent is coder.candidates[1] and "## Error\nZeroDivisionError: boom" in prompt
 
 
 def test_plain_sampling_is_pass_at_b():
     llm = ScriptedLLM([gen(0.0), gen(1), gen(0.5)])
-    result = plain_sampling(FakeTask(), llm, budget=3)
-    assert (result.score, result.calls, llm.usage.calls) == (1.0, 3, 3)
+    result = run(PlainSampling(FakeTask(), budget=3), llm)
+    assert (result.score, result.calls, result.solved_at, llm.usage.calls) == (1.0, 3, 2, 3)
     assert len(set(llm.prompts)) == 1  # B independent samples of the same root prompt
     assert "# score 1" in result.program
 
@@ -222,16 +230,18 @@ def sandbox():
         yield sandbox
 
 
-@pytest.mark.parametrize("name, correct, wrong", [
-    ("good_morning", 'def g():\n    return "morning"\n', 'def g():\n    return "evening"\n'),
-    ("negative_square_root", "def g():\n    return -12\n", "def g():\n    return 12\n"),
+@pytest.mark.parametrize("name, correct, wrong, wrong_answer", [
+    ("good_morning", 'def g():\n    return "morning"\n', 'def g():\n    return "evening"\n', "'evening'"),
+    ("negative_square_root", "def g():\n    return -12\n", "def g():\n    return 12\n", "12"),
 ])
-def test_p3_task_scores_fails_and_bugs(sandbox, name, correct, wrong):
+def test_p3_task_scores_fails_and_bugs(sandbox, name, correct, wrong, wrong_answer):
     puzzle = next(p for p in bundled_puzzles() if p.name == name)
     task = P3Task(puzzle, sandbox)
     assert task.evaluate(correct) == Evaluation(1.0, buggy=False)
     failed = task.evaluate(wrong)
-    assert (failed.score, failed.buggy, failed.failing_example) == (0.0, False, "f returned False")
+    example = ("Input:\nnone (g takes no arguments)\nExpected:\nf(answer) to be True\n"
+               f"Got:\ng() returned {wrong_answer}, and f returned False for it")
+    assert (failed.score, failed.buggy, failed.failing_example) == (0.0, False, example)
     raised = task.evaluate("def g():\n    return 1 // 0\n")
     assert raised.buggy and raised.score == 0.0 and "ZeroDivisionError" in raised.error
     mistyped = task.evaluate("def g():\n    return [1]\n")
@@ -244,5 +254,60 @@ def test_gif_mcts_solves_a_p3_puzzle_through_the_sandbox(sandbox):
     # generate: buggy; fix: runs but fails (the chain's value becomes 0); then a fresh root generate wins
     llm = ScriptedLLM(["    return 1 // 0\n```", "```python\ndef g():\n    return 12\n```",
                        "    return -12\n```", "    return 0\n"])
-    result = GifMcts(P3Task(puzzle, sandbox), llm, GifMctsConfig(budget=4)).run()
+    result = run(GifMcts(P3Task(puzzle, sandbox), GifMctsConfig(budget=4)), llm)
     assert (result.program, result.score, result.calls) == ("def g():\n    return -12\n", 1.0, 3)
+
+
+# ---------------------------------------------------------------- many searches, one LLM
+
+
+class PromptDeterminedLLM(ScriptedLLM):
+    """Answers each prompt by its hash alone (so a search's completions do not depend on its
+    neighbours in a batch) and records the size of every batch."""
+
+    def __init__(self):
+        super().__init__([])
+        self.batches: list[int] = []
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        self.batches.append(len(prompts))
+        self.script += [self.answer(prompt) for prompt in prompts]
+        return super().complete(prompts)
+
+    @staticmethod
+    def answer(prompt: str) -> str:
+        digest = zlib.crc32(prompt.encode()) % 10
+        if digest == 0:
+            return BUG
+        return rewrite(digest / 10) if prompt.rstrip().endswith("## What went wrong") else gen(digest / 10)
+
+
+def test_run_searches_batches_every_search_and_matches_solo_runs():
+    def searches():
+        return [make_search("gif-mcts", FakeTask(), budget=6), make_search("gif-mcts", FakeTask(), budget=3),
+                make_search("worldcoder", FakeTask(), budget=5, seed=3), make_search("sample", FakeTask(), budget=4)]
+
+    solo = [run_searches([search], PromptDeterminedLLM())[0] for search in searches()]
+    llm, rounds = PromptDeterminedLLM(), []
+    together = run_searches(searches(), llm, on_round=lambda all_searches: rounds.append(
+        sum(search.finished for search in all_searches)))
+    assert together == solo
+    assert llm.batches[0] == 1 + 1 + 1 + 4  # one prompt per tree search, B for plain sampling
+    assert len(llm.batches) == max(result.calls for result in solo if result.calls != 4)
+    assert sum(llm.batches) == sum(result.calls for result in solo) == llm.usage.calls
+    assert rounds == sorted(rounds) and rounds[-1] == 4
+
+
+def test_make_search_rejects_unknown_methods():
+    with pytest.raises(ValueError, match="unknown search method 'beam'"):
+        make_search("beam", FakeTask(), budget=2)
+
+
+@pytest.mark.parametrize("completion, program", [
+    ("    return 1\n```\nchatter", "def g():\n    return 1\n"),  # a completion model continues the fence
+    ("```python\ndef g():\n    return 2\n```\nchatter", "def g():\n    return 2\n"),  # chat: restated whole
+    ("\n```python\n    return 3\n```", "def g():\n    return 3\n"),  # chat: only the continuation
+    ("```\nno code here", "def g():\nno code here"),  # a bare fence opens a block too
+])
+def test_generated_program_from_completion_and_chat_answers(completion, program):
+    assert generated_program("def g():\n", completion) == program

@@ -69,7 +69,7 @@ ORDINARY: list[tuple[Program, str, str]] = [  # (program, status, what its detai
             return x == [math.sqrt(4.0)]
         """, "def g():\n    return [2.0]"), "pass", ""),
     (program("def f(x: List[int]) -> bool:\n    return len(x) == 4",
-             "def g():\n    return [1, 2, 3]"), "fail", "f returned False"),
+             "def g():\n    return [1, 2, 3]"), "fail", "f returned False for x = [1, 2, 3]"),
     (program("import math\ndef f(x: int) -> bool:\n    return math.sqrt(x) == 3.0",
              "def g():\n    return 10"), "fail", "f returned False"),
     (program("def f(x: int) -> bool:\n    return sorted([x, 1]) == [2, 1]",

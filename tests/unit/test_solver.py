@@ -1,4 +1,5 @@
-"""The few-shot Solver: batching across puzzles and attempts, candidate extraction, verdicts, D."""
+"""The Solver: few-shot sampling (batching across puzzles and attempts, candidate extraction, verdicts,
+D = N_a / passes) and the search strategies (D = LLM calls to the first solution, searches batched)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,30 @@ import pytest
 import torch
 
 from codeplay_lightning.execution import Program, Sandbox, Verdict
-from codeplay_lightning.models.sampling import Samples
-from codeplay_lightning.puzzles import Puzzle, fewshot_puzzles
-from codeplay_lightning.solver import FewShotSolver, PuzzleResult, SolverConfig, difficulty
-from codeplay_lightning.solver import few_shot
+from codeplay_lightning.models.sampling import SamplingConfig
+from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle, fewshot_puzzles
+from codeplay_lightning.rewards import difficulty_reward
+from codeplay_lightning.search import HFLLM, ScriptedLLM
+from codeplay_lightning.solver import (FewShotSolver, PuzzleResult, SearchPuzzleResult, SearchSolver, SolverConfig,
+                                       difficulty)
 
 GOOD_MORNING = Puzzle(
     "good_morning", 'def f(s: str):\n    return "Good " + s == "Good morning"', ans_type="str"
 )
 NEGATIVE_ROOT = Puzzle("negative_root", "def f(n: int):\n    return n * n == 144 and n < 0", ans_type="int")
 EXAMPLES = fewshot_puzzles()[:2]
+
+
+class BatchRecordingLLM(ScriptedLLM):
+    """A ScriptedLLM that also records the size of every batch it is asked for."""
+
+    def __init__(self, script: list[str]):
+        super().__init__(script)
+        self.batches: list[int] = []
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        self.batches.append(len(prompts))
+        return super().complete(prompts)
 
 
 @pytest.fixture(scope="module")
@@ -38,38 +53,23 @@ def test_difficulty_rejects_impossible_counts(attempts, passes):
         difficulty(attempts, passes)
 
 
-def fake_sampler(continuations: list[str], seen_prompts: list[str]):
-    """A stand-in for `sample` that returns `continuations` in order and records the prompts."""
-    remaining = iter(continuations)
-
-    def fake_sample(model, tokenizer, prompts, config, generators=None):
-        seen_prompts.extend(prompts)
-        texts = [next(remaining) for _ in prompts]
-        empty = [torch.zeros(0) for _ in prompts]
-        return Samples(texts=texts, token_ids=empty, logprobs=empty, finished=[True] * len(prompts))
-
-    return fake_sample
-
-
-def test_passes_and_difficulty_come_from_the_sandbox_verdicts(monkeypatch, sandbox):
-    continuations = [
+def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
+    llm = BatchRecordingLLM([
         '\n    return "morning"',  # good_morning: pass
         "\n    return 1",  # not a str: no pass
         '\n    return "evening"',  # fail
         "\n    return -12",  # negative_root: pass
         "\n    return -12\n",  # pass, trailing newline and all
         "\n    return 12",  # fail
-    ]
-    seen_prompts: list[str] = []
-    monkeypatch.setattr(few_shot, "sample", fake_sampler(continuations, seen_prompts))
+    ])
     calls: list[tuple[int, int]] = []
-    solver = FewShotSolver(None, None, sandbox, EXAMPLES, SolverConfig(attempts=3, batch_size=4))
+    solver = FewShotSolver(llm, sandbox, EXAMPLES, SolverConfig(attempts=3, batch_size=4))
 
     results = solver.solve([GOOD_MORNING, NEGATIVE_ROOT], on_batch_done=lambda *counts: calls.append(counts))
 
-    assert calls == [(4, 6), (6, 6)]
-    assert len(seen_prompts) == 6 and seen_prompts[0] == seen_prompts[2] != seen_prompts[3]  # puzzle-major rows
-    assert seen_prompts[0].endswith(GOOD_MORNING.f + "\n\ndef g():")
+    assert calls == [(4, 6), (6, 6)] and llm.batches == [4, 2]
+    assert len(llm.prompts) == 6 and llm.prompts[0] == llm.prompts[2] != llm.prompts[3]  # puzzle-major rows
+    assert llm.prompts[0].endswith(GOOD_MORNING.f + "\n\ndef g():")
     good_morning, negative_root = results
     assert good_morning.puzzle == GOOD_MORNING and good_morning.attempts == 3
     expected_first = Program(GOOD_MORNING.f, 'def g():\n    return "morning"', "str", "good_morning")
@@ -79,18 +79,21 @@ def test_passes_and_difficulty_come_from_the_sandbox_verdicts(monkeypatch, sandb
     assert (negative_root.passes, negative_root.difficulty) == (2, 1.5)
 
 
+def tiny_solver(model, tokenizer, sandbox, batch_size: int, seed: int = 0) -> FewShotSolver:
+    config = SolverConfig(attempts=3, batch_size=batch_size, max_new_tokens=8)
+    llm = HFLLM(model, tokenizer, config.sampling, chat=False, batch_size=batch_size,
+                generator=torch.Generator().manual_seed(seed))
+    return FewShotSolver(llm, sandbox, EXAMPLES, config)
+
+
 def test_tiny_model_end_to_end_is_reproducible_whatever_the_batch_size(tiny_llama, char_tokenizer, sandbox):
     puzzles = [GOOD_MORNING, NEGATIVE_ROOT]
-    config = SolverConfig(attempts=3, batch_size=32, max_new_tokens=8)
-    results = FewShotSolver(tiny_llama, char_tokenizer, sandbox, EXAMPLES, config).solve(
-        puzzles, generator=torch.Generator().manual_seed(0)
-    )
-    small_batches = SolverConfig(attempts=3, batch_size=4, max_new_tokens=8)
-    again = FewShotSolver(tiny_llama, char_tokenizer, sandbox, EXAMPLES, small_batches).solve(
-        puzzles, generator=torch.Generator().manual_seed(0)
-    )
+    results = tiny_solver(tiny_llama, char_tokenizer, sandbox, batch_size=32).solve(puzzles)
+    again = tiny_solver(tiny_llama, char_tokenizer, sandbox, batch_size=4).solve(puzzles)
+    other_seed = tiny_solver(tiny_llama, char_tokenizer, sandbox, batch_size=32, seed=1).solve(puzzles)
 
     assert [result.programs for result in results] == [result.programs for result in again]
+    assert [result.programs for result in results] != [result.programs for result in other_seed]
     for puzzle, result in zip(puzzles, results):
         assert isinstance(result, PuzzleResult) and result.attempts == 3
         assert all(program.g.startswith("def g():") and program.f == puzzle.f for program in result.programs)
@@ -99,9 +102,88 @@ def test_tiny_model_end_to_end_is_reproducible_whatever_the_batch_size(tiny_llam
     assert len({program.g for result in results for program in result.programs}) > 1  # attempts differ
 
 
+def test_sampling_stops_at_the_solver_stops_and_a_search_runs_to_eos():
+    assert SolverConfig().sampling.stop_strings == SOLVER_STOP
+    for strategy in ("gif_mcts", "worldcoder"):
+        sampling = SolverConfig(strategy=strategy, max_new_tokens=64, temperature=0.5, top_p=0.9).sampling
+        assert sampling == SamplingConfig(64, 0.5, 0.9, ())
+
+
+# ---------------------------------------------------------------- the search strategies
+
+SEVEN = Puzzle("seven", "def f(x: int):\n    return x == 7", ans_type="int")
+
+
+class PuzzleAnsweringLLM(BatchRecordingLLM):
+    """Answers by the prompt alone, so a search's completions do not depend on its neighbours in a batch:
+    `seven` is solved by the first generate; `negative_root`'s generate raises, and a fix solves it;
+    every answer to `good_morning` is wrong."""
+
+    def __init__(self):
+        super().__init__([])
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        self.script += [self.answer(prompt) for prompt in prompts]
+        return super().complete(prompts)
+
+    @staticmethod
+    def answer(prompt: str) -> str:
+        rewrite = prompt.endswith("## What went wrong\n")  # improve / fix, not generate
+        if SEVEN.f in prompt:
+            return "    return 7\n```"
+        if NEGATIVE_ROOT.f in prompt:
+            return "```python\ndef g():\n    return -12\n```" if rewrite else "    return 1 // 0\n```"
+        return "```python\ndef g():\n    return 'night'\n```" if rewrite else "    return 'evening'\n```"
+
+
+def search_solver(strategy: str, attempts: int, sandbox, llm, seed: int = 0) -> SearchSolver:
+    return SearchSolver(llm, sandbox, SolverConfig(strategy=strategy, attempts=attempts),
+                        torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("strategy", ["gif_mcts", "worldcoder"])
+def test_search_difficulty_is_calls_to_first_solution_within_a_budget_of_attempts(strategy, sandbox):
+    llm = PuzzleAnsweringLLM()
+    results = search_solver(strategy, 4, sandbox, llm).solve([SEVEN, NEGATIVE_ROOT, GOOD_MORNING])
+
+    seven, negative_root, good_morning = results
+    assert [result.puzzle for result in results] == [SEVEN, NEGATIVE_ROOT, GOOD_MORNING]
+    assert (seven.difficulty, seven.passes, seven.search.calls) == (1.0, 1, 1)  # solved by the first call
+    assert (negative_root.difficulty, negative_root.passes, negative_root.search.calls) == (2.0, 1, 2)
+    assert negative_root.search.program == "def g():\n    return -12\n" and negative_root.search.score == 1.0
+    assert (good_morning.difficulty, good_morning.passes) == (math.inf, 0)
+    assert good_morning.search.calls == 4 and good_morning.search.solved_at is None  # the whole budget, no more
+    assert all(result.difficulty == (result.search.solved_at or math.inf) for result in results)
+    rewards = [difficulty_reward(result.difficulty, valid=True) for result in results]
+    assert rewards == pytest.approx([0.0, 0.5, -1.0])  # the R_d ramp as for sampling: D = 1, 2, inf
+    # every round's calls in one batch: all three searches, then the two unsolved, then the last one
+    assert llm.batches == [3, 2, 1, 1] and llm.usage.calls == sum(result.search.calls for result in results)
+
+
+def test_search_solver_on_a_tiny_model_is_reproducible_within_its_budget(tiny_llama, char_tokenizer, sandbox):
+    def solve(strategy: str) -> tuple[list[SearchPuzzleResult], HFLLM]:
+        config = SolverConfig(strategy=strategy, attempts=3, max_new_tokens=8)
+        llm = HFLLM(tiny_llama, char_tokenizer, config.sampling, chat=False,
+                    generator=torch.Generator().manual_seed(0))
+        return SearchSolver(llm, sandbox, config, llm.generator).solve([GOOD_MORNING, SEVEN]), llm
+
+    for strategy in ("gif_mcts", "worldcoder"):
+        results, llm = solve(strategy)
+        assert solve(strategy)[0] == results
+        assert all(1 <= result.search.calls <= 3 for result in results)
+        assert llm.usage.calls == sum(result.search.calls for result in results)
+        assert all(result.difficulty == (result.search.solved_at or math.inf) for result in results)
+
+
+def test_search_solver_refuses_the_sample_strategy(sandbox):
+    with pytest.raises(ValueError, match="gif_mcts or worldcoder"):
+        search_solver("sample", 2, sandbox, PuzzleAnsweringLLM())
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"attempts": 0}, "attempts"), ({"batch_size": 0}, "batch_size"), ({"temperature": 0.0}, "temperature")],
+    [({"attempts": 0}, "attempts"), ({"batch_size": 0}, "batch_size"), ({"temperature": 0.0}, "temperature"),
+     ({"strategy": "beam"}, "solver.strategy must be one of sample, gif_mcts, worldcoder; got 'beam'")],
 )
 def test_config_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -110,4 +192,4 @@ def test_config_rejects_bad_values(kwargs, message):
 
 def test_solver_needs_few_shot_examples(sandbox):
     with pytest.raises(ValueError, match="few-shot"):
-        FewShotSolver(None, None, sandbox, [], SolverConfig())
+        FewShotSolver(BatchRecordingLLM([]), sandbox, [], SolverConfig())

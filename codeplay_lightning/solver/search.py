@@ -1,0 +1,62 @@
+"""The search Solver: one GIF-MCTS or WorldCoder search per puzzle, with a budget of N_a LLM calls.
+
+Every iteration's searches run together (`run_searches`), so each round's LLM calls form one batch.
+A search stops at its first program that solves the puzzle, so its difficulty is
+D = the number of LLM calls it needed to get there (`SearchResult.solved_at`), ∞ when the budget
+ran out. For sampling, D = N_a / passes estimates how many samples one solution takes; a search's
+calls build on each other and have no pass rate, and its calls-to-solution is its own count of the
+same thing, on the same scale 1..N_a for the same budget: R_d's ramp (0 at D = 1, 1 from D = 3)
+applies unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.puzzles import Puzzle
+from codeplay_lightning.search import LLM, P3Task, SearchResult, make_search, run_searches
+from codeplay_lightning.solver.common import SolverConfig
+
+SEARCH_METHODS = {"gif_mcts": "gif-mcts", "worldcoder": "worldcoder"}  # solver.strategy -> make_search method
+
+
+@dataclass(frozen=True)
+class SearchPuzzleResult:
+    """One search's outcome on one puzzle."""
+
+    puzzle: Puzzle
+    search: SearchResult  # best program, its score, LLM calls spent, the call that first solved the puzzle
+
+    @property
+    def passes(self) -> int:
+        """1 when the search solved the puzzle (it stops at its first solution), else 0."""
+        return int(self.search.solved_at is not None)
+
+    @property
+    def difficulty(self) -> float:
+        """D = the LLM calls up to the first solving program; math.inf when the budget ran out."""
+        return math.inf if self.search.solved_at is None else float(self.search.solved_at)
+
+
+class SearchSolver:
+    """`config.strategy` (gif_mcts | worldcoder) searches on `llm`, each with a budget of `config.attempts`
+    calls, judged in `sandbox`. `generator` draws each search's seed (WorldCoder's Thompson sampling)."""
+
+    def __init__(self, llm: LLM, sandbox: Sandbox, config: SolverConfig, generator: torch.Generator) -> None:
+        if config.strategy not in SEARCH_METHODS:
+            raise ValueError(f"SearchSolver runs {' or '.join(SEARCH_METHODS)}, not {config.strategy!r}")
+        self.llm, self.sandbox, self.config, self.generator = llm, sandbox, config, generator
+        self.method = SEARCH_METHODS[config.strategy]
+
+    def solve(self, puzzles: Sequence[Puzzle]) -> list[SearchPuzzleResult]:
+        """One result per puzzle, in order."""
+        seeds = torch.randint(0, 2**62, (len(puzzles),), generator=self.generator).tolist()
+        searches = [make_search(self.method, P3Task(puzzle, self.sandbox), budget=self.config.attempts, seed=seed)
+                    for puzzle, seed in zip(puzzles, seeds)]
+        return [SearchPuzzleResult(puzzle, result)
+                for puzzle, result in zip(puzzles, run_searches(searches, self.llm))]

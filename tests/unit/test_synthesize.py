@@ -1,0 +1,229 @@
+"""`synthesize` and `codeplay synthesize` on a real Sandbox: with an LLM that knows the answers to some
+tasks (every method, P3 and APPS), and through the CLI on the tiny random Llama."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from codeplay_lightning.cli import main
+from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.puzzle_files import read_puzzle_file
+from codeplay_lightning.puzzles import bundled_puzzles
+from codeplay_lightning.search import METHODS, P3Task, ScriptedLLM
+from codeplay_lightning.synthesize import SynthesisConfig, default_chat, load_tasks, safe_name, synthesize
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+APPS = FIXTURES / "apps"
+P3_FILE = FIXTURES / "p3_small" / "puzzles.json"
+WRONG = "def g():\n    return None\n"  # P3: a wrong answer; APPS: prints nothing, or defines no function
+CRASH = "raise ValueError('boom')\n"
+PAIR_SUMS = "for _ in range(int(input())):\n    print(sum(map(int, input().split())))\n"
+REVERSE_WORDS = "def reverse_words(sentence):\n    return ' '.join(reversed(sentence.split()))\n"
+THREE = {"name": "three", "f": "def f(x: int):\n    return x == 3"}
+
+
+class KnowsSomeAnswersLLM(ScriptedLLM):
+    """Answers from the prompt and how often it has seen that prompt, whatever else is in the batch:
+    for a task whose description it has an answer for, that answer about half the time; otherwise
+    a wrong or a crashing program. Every answer is one fenced block, as a chat model writes it."""
+
+    def __init__(self, answers: dict[str, str]):
+        super().__init__([])
+        self.answers = answers  # task description -> a right program
+        self.seen: Counter[str] = Counter()
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        self.script += [self.answer(prompt) for prompt in prompts]
+        return super().complete(prompts)
+
+    def answer(self, prompt: str) -> str:
+        draw = random.Random(f"{self.seen[prompt]}:{prompt}").randrange(4)  # a str seed is hashed with SHA-512
+        self.seen[prompt] += 1
+        right = next((program for description, program in self.answers.items() if description in prompt), None)
+        program = right if right is not None and draw < 2 else (WRONG, CRASH)[draw % 2]
+        return f"```python\n{program}```\n"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(workers=2, timeout=1.0) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory, tiny_llama, char_tokenizer) -> Path:
+    """The tiny random Llama and its tokenizer (no chat template) as a local model directory."""
+    directory = tmp_path_factory.mktemp("tiny")
+    tiny_llama.save_pretrained(directory)
+    char_tokenizer.save_pretrained(directory)
+    return directory
+
+
+def programs_in(search: dict) -> int:
+    """The programs a search state holds: one per LLM call."""
+    if search["method"] == "gif-mcts":
+        def count(node: dict) -> int:
+            return 1 + sum(count(child) for child in node["children"])
+        return count(search["root"]) - 1  # the root is no program
+    return len(search["candidates"] if search["method"] == "worldcoder" else search["samples"])
+
+
+def check_run(tasks: dict, llm: ScriptedLLM, out: Path, budget: int) -> list[dict]:
+    """Every task file re-verifies and agrees with itself; the summary is what the files and the LLM say."""
+    summary = json.loads((out / "summary.json").read_text())
+    records = [json.loads((out / outcome["file"]).read_text()) for outcome in summary["outcomes"]]
+    assert sorted((out / "tasks").iterdir()) == sorted(out / outcome["file"] for outcome in summary["outcomes"])
+    assert [record["name"] for record in records] == list(tasks)
+    for record, task in zip(records, tasks.values()):
+        assert task.evaluate(record["program"]).score == record["score"]
+        assert record["strict"] == (record["score"] == 1.0) == (record["solved_at"] is not None)
+        assert 1 <= record["calls"] <= budget and record["calls"] == programs_in(record["search"])
+        assert record["solved_at"] is None or 1 <= record["solved_at"] <= record["calls"]
+        assert record["search"]["method"] == record["method"] == summary["method"]
+    solved = sum(record["strict"] for record in records)
+    assert (summary["tasks"], summary["solved"]) == (len(tasks), solved)
+    assert summary["solved_percent"] == pytest.approx(100 * solved / len(tasks))
+    assert summary["mean_score"] == pytest.approx(sum(record["score"] for record in records) / len(tasks))
+    assert summary["mean_calls"] == pytest.approx(sum(record["calls"] for record in records) / len(tasks))
+    assert summary["llm_calls"] == sum(record["calls"] for record in records) == llm.usage.calls
+    assert (summary["prompt_tokens"], summary["completion_tokens"]) == (llm.usage.prompt_tokens,
+                                                                        llm.usage.completion_tokens)
+    assert summary["llm_seconds"] == pytest.approx(llm.usage.seconds)
+    markdown = (out / "summary.md").read_text()
+    assert all(f"| {name} |" in markdown for name in tasks)
+    return records
+
+
+# ---------------------------------------------------------------- synthesize()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_writes_results_that_reverify_and_add_up(method, sandbox, tmp_path):
+    puzzles = bundled_puzzles()[:3]
+    tasks = {puzzle.name: P3Task(puzzle, sandbox) for puzzle in puzzles}
+    llm = KnowsSomeAnswersLLM({tasks[puzzle.name].description: puzzle.solutions[0] + "\n" for puzzle in puzzles[:2]})
+    progress = []
+    summary = synthesize(tasks, llm, SynthesisConfig(method, budget=4, seed=1), tmp_path, llm_spec="fake",
+                         arguments={"note": "test"}, on_progress=lambda *numbers: progress.append(numbers))
+
+    records = check_run(tasks, llm, tmp_path, budget=4)
+    assert any(record["strict"] for record in records[:2]) and not records[2]["strict"]  # no answer for the third
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(asdict(summary)))
+    assert (summary.llm, summary.budget, summary.arguments) == ("fake", 4, {"note": "test"})
+    assert progress[-1] == (3, 3, llm.usage.calls)
+
+
+def test_apps_problems_are_synthesized_like_puzzles(sandbox, tmp_path):
+    tasks = load_tasks("apps", str(APPS), sandbox)
+    assert list(tasks) == ["longest_run", "pair_sums", "reverse_words"]
+    llm = KnowsSomeAnswersLLM({tasks["pair_sums"].description: PAIR_SUMS,
+                               tasks["reverse_words"].description: REVERSE_WORDS})
+    synthesize(tasks, llm, SynthesisConfig("gif-mcts", budget=4), tmp_path, llm_spec="fake")
+    records = check_run(tasks, llm, tmp_path, budget=4)
+    assert [record["strict"] for record in records] == [False, True, True]
+
+
+def test_a_rerun_replaces_earlier_task_files_and_counts_only_its_own_llm_use(sandbox, tmp_path):
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "0003_old.json").write_text("{}")
+    puzzle = bundled_puzzles()[0]
+    llm = KnowsSomeAnswersLLM({})
+    llm.complete(["an earlier prompt"])
+    summary = synthesize({puzzle.name: P3Task(puzzle, sandbox)}, llm, SynthesisConfig("sample", budget=2),
+                         tmp_path, llm_spec="fake")
+    assert [path.name for path in (tmp_path / "tasks").iterdir()] == [f"0000_{puzzle.name}.json"]
+    assert summary.llm_calls == 2 and llm.usage.calls == 3
+
+
+def test_p3_tasks_come_once_per_puzzle_and_bundled_names_the_bundled_set(sandbox):
+    names = [entry.name for entry in read_puzzle_file(P3_FILE)]
+    assert len(names) > len(set(names))  # the file repeats instances with several reference solutions
+    assert list(load_tasks("p3", str(P3_FILE), sandbox)) == list(dict.fromkeys(names))
+    bundled = load_tasks("p3", "bundled", sandbox)
+    assert list(bundled) == [puzzle.name for puzzle in bundled_puzzles()]
+    assert all(isinstance(task, P3Task) for task in bundled.values())
+
+
+def test_task_file_names_keep_only_safe_characters():
+    assert safe_name("Mastermind:0") == "Mastermind_0"
+    assert safe_name("../a b/c") == "a_b_c"
+
+
+def test_chat_is_the_default_for_servers_and_for_models_with_a_chat_template(tiny_model_dir, tmp_path,
+                                                                              char_tokenizer):
+    assert default_chat("openai:http://127.0.0.1:8000/v1#m")
+    assert not default_chat(str(tiny_model_dir))
+    with_template = copy.deepcopy(char_tokenizer)
+    with_template.chat_template = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
+    with_template.save_pretrained(tmp_path)
+    assert default_chat(str(tmp_path))
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def test_cli_synthesizes_the_first_bundled_puzzles_with_a_local_model(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["synthesize", "--task", "p3", "bundled", "--method", "worldcoder", "--budget", "2", "--limit", "2",
+                 "--llm", str(tiny_model_dir), "--max-new-tokens", "8", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert [outcome["name"] for outcome in summary["outcomes"]] == [p.name for p in bundled_puzzles()[:2]]
+    assert summary["llm"] == str(tiny_model_dir) and summary["budget"] == 2
+    assert summary["llm_calls"] == 4 and summary["completion_tokens"] > 0  # no program of 8 random characters wins
+    assert summary["arguments"]["chat"] is False  # the tiny tokenizer has no chat template
+    assert summary["arguments"]["limit"] == 2 and summary["arguments"]["task"] == ["p3", "bundled"]
+    printed = capsys.readouterr().out
+    assert "solved (score 1)   0 (0.0%)" in printed and f"results written to {out}" in printed
+
+
+def test_cli_synthesizes_apps_problems_into_the_default_directory(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["synthesize", "--task", "apps", str(APPS), "--method", "sample", "--budget", "2",
+                 "--llm", str(tiny_model_dir), "--max-new-tokens", "8"]) == 0
+    summary = json.loads((tmp_path / "synthesis" / "sample" / "summary.json").read_text())
+    assert summary["tasks"] == 3 and summary["llm_calls"] == 6
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--task", "p3", "bundled", "--method", "beam"], "unknown search method 'beam'; choose one of gif-mcts"),
+    (["--task", "lean", "bundled"], "unknown task kind 'lean'"),
+    (["--task", "p3", "missing.jsonl"], "cannot read missing.jsonl"),
+    (["--task", "apps", "missing"], "missing is not a directory"),
+    (["--task", "p3", "bundled", "--llm", "openai:http://x"], "must be openai:BASE_URL#MODEL"),
+    (["--task", "p3", "bundled", "--budget", "0"], "budget must be at least 1"),
+    (["--task", "p3", "bundled", "--limit", "0"], "--limit must be at least 1"),
+])
+def test_cli_errors_are_one_line(arguments, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["synthesize", *arguments]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: ") and message in error and "\n" not in error
+
+
+@pytest.mark.parametrize("lines, messages", [
+    ([json.dumps(THREE), "{broken", json.dumps({"g": "def g(): pass"})],
+     ["line 2 is not JSON", "line 3 has no string field 'f'"]),
+    ([json.dumps(THREE), json.dumps(THREE | {"f": "def f(x: int):\n    return x == 4"})],
+     ["two different puzzles named 'three'"]),
+    ([], ["holds no puzzle"]),
+])
+def test_cli_rejects_a_puzzle_file_it_cannot_use_whole(lines, messages, tmp_path, capsys):
+    source = tmp_path / "puzzles.jsonl"
+    source.write_text("".join(line + "\n" for line in lines))
+    assert main(["synthesize", "--task", "p3", str(source)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert all(message in error for message in messages) and "\n" not in error
+
+
+def test_cli_chat_on_a_model_without_a_chat_template_is_an_error(tiny_model_dir, tmp_path, capsys):
+    assert main(["synthesize", "--task", "p3", "bundled", "--chat", "--llm", str(tiny_model_dir),
+                 "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
+    assert error.startswith("error: ") and "chat template" in error
