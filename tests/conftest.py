@@ -1,4 +1,5 @@
-"""Shared fixtures: a character-level tokenizer and a tiny random Llama, both built in code."""
+"""Shared fixtures: a character-level tokenizer and a tiny random Llama, both built in code; three
+puzzles and an LLM answer function that the Solver tests share."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from codeplay_lightning.puzzles import Puzzle
 
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
 
@@ -59,3 +62,20 @@ def stream_llama(tokenizer: PreTrainedTokenizerFast, eos_logit: float = 2.0) -> 
         model.model.layers[-1].mlp.down_proj.bias.copy_(100 * direction)  # final RMS norm then gives ~ones
         model.lm_head.weight[tokenizer.eos_token_id] = eos_logit * direction / config.hidden_size
     return model
+
+
+SEVEN = Puzzle("seven", "def f(x: int):\n    return x == 7", ans_type="int")
+NEGATIVE_ROOT = Puzzle("negative_root", "def f(n: int):\n    return n * n == 144 and n < 0", ans_type="int")
+GOOD_MORNING = Puzzle("good_morning", 'def f(s: str):\n    return "Good " + s == "Good morning"', ans_type="str")
+
+
+def answer_by_puzzle(prompt: str) -> str:
+    """An LLM's answer by the puzzle in the prompt alone (so a search's completions do not depend on its
+    neighbours in a batch): SEVEN is solved by the first generate; NEGATIVE_ROOT's generate raises and
+    a fix solves it; every answer to GOOD_MORNING is wrong."""
+    rewrite = prompt.endswith("## What went wrong\n")  # improve / fix, not generate
+    if SEVEN.f in prompt:
+        return "    return 7\n```"
+    if NEGATIVE_ROOT.f in prompt:
+        return "```python\ndef g():\n    return -12\n```" if rewrite else "    return 1 // 0\n```"
+    return "```python\ndef g():\n    return 'night'\n```" if rewrite else "    return 'evening'\n```"

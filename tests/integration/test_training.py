@@ -17,7 +17,7 @@ from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.rollout import Episode
 from codeplay_lightning.search import ScriptedLLM
 from codeplay_lightning.train import train
-from conftest import stream_llama
+from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle, stream_llama
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 
@@ -177,8 +177,6 @@ def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path,
 
 # ---------------------------------------------------------------- the search Solver strategies
 
-SEVEN, NEGATIVE_ROOT = "def f(x: int):\n    return x == 7", "def f(n: int):\n    return n * n == 144 and n < 0"
-GOOD_MORNING = 'def f(s: str):\n    return "Good " + s == "Good morning"'
 
 
 @pytest.fixture
@@ -186,32 +184,17 @@ def valid_puzzles(monkeypatch, char_tokenizer):
     """The Setter's streams write these three puzzles every iteration (random characters never parse)."""
     def three_puzzles(*args):
         return [Episode(text, torch.tensor(char_tokenizer(text + "\n\n")["input_ids"]))
-                for text in (SEVEN, NEGATIVE_ROOT, GOOD_MORNING)], 0
+                for text in (SEVEN.f, NEGATIVE_ROOT.f, GOOD_MORNING.f)], 0
 
     monkeypatch.setattr(rollout_callback, "generate_episodes", three_puzzles)
 
 
 class PuzzleAnsweringLLM(ScriptedLLM):
-    """Stands in for the Solver's HFLLM and answers by the puzzle in the prompt: SEVEN is solved by the
-    first call, NEGATIVE_ROOT's first program raises and its fix solves it, GOOD_MORNING never."""
+    """Stands in for the Solver's HFLLM (same arguments) and answers with `answer_by_puzzle`."""
 
     def __init__(self, model, tokenizer, sampling: SamplingConfig, *, chat: bool, batch_size: int, generator):
-        super().__init__([])
-        self.sampling, self.chat, self.batches = sampling, chat, []
-
-    def complete(self, prompts: list[str]) -> list[str]:
-        self.batches.append(len(prompts))
-        self.script += [self.answer(prompt) for prompt in prompts]
-        return super().complete(prompts)
-
-    @staticmethod
-    def answer(prompt: str) -> str:
-        rewrite = prompt.endswith("## What went wrong\n")  # improve / fix, not generate
-        if SEVEN in prompt:
-            return "    return 7\n```"
-        if NEGATIVE_ROOT in prompt:
-            return "```python\ndef g():\n    return -12\n```" if rewrite else "    return 1 // 0\n```"
-        return "```python\ndef g():\n    return 'night'\n```" if rewrite else "    return 'evening'\n```"
+        super().__init__(answer_by_puzzle)
+        self.sampling, self.chat = sampling, chat
 
 
 def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model, char_tokenizer, valid_puzzles,
@@ -225,7 +208,7 @@ def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model,
     monkeypatch.setattr("codeplay_lightning.train.HFLLM", solver_llm)
     run_dir = run(tmp_path, stream_model, char_tokenizer, "solver.strategy=gif_mcts", "solver.attempts=3")
 
-    expected_d = {SEVEN: 1, NEGATIVE_ROOT: 2, GOOD_MORNING: None}  # LLM calls to the first solution
+    expected_d = {SEVEN.f: 1, NEGATIVE_ROOT.f: 2, GOOD_MORNING.f: None}  # LLM calls to the first solution
     puzzles = read_puzzles(run_dir)
     assert [p["iteration"] for p in puzzles] == [0, 0, 0, 1, 1, 1]
     for puzzle in puzzles:
@@ -258,13 +241,11 @@ class CoinLLM(ScriptedLLM):
     given, so the puzzles' D values follow that generator's stream."""
 
     def __init__(self, model, tokenizer, sampling: SamplingConfig, *, chat: bool, batch_size: int, generator):
-        super().__init__([])
+        super().__init__(self.toss)
         self.generator = generator
 
-    def complete(self, prompts: list[str]) -> list[str]:
-        coins = torch.randint(0, 2, (len(prompts),), generator=self.generator).tolist()
-        self.script += ["\n    return 7" if coin else "\n    return -12" for coin in coins]
-        return super().complete(prompts)
+    def toss(self, prompt: str) -> str:
+        return "\n    return 7" if torch.randint(0, 2, (1,), generator=self.generator).item() else "\n    return -12"
 
 
 @pytest.mark.parametrize("strategy", ["sample", "worldcoder"])
@@ -278,5 +259,5 @@ def test_resume_continues_the_solvers_random_stream(tmp_path, stream_model, char
                   resume="auto")
 
     difficulties = [(p["puzzle"], p["D"]) for p in read_puzzles(straight)]
-    assert len({d for text, d in difficulties if text == SEVEN}) > 1  # D depends on the Solver's draws
+    assert len({d for text, d in difficulties if text == SEVEN.f}) > 1  # D depends on the Solver's draws
     assert [(p["puzzle"], p["D"]) for p in read_puzzles(resumed)] == difficulties

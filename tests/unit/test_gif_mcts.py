@@ -261,25 +261,13 @@ def test_gif_mcts_solves_a_p3_puzzle_through_the_sandbox(sandbox):
 # ---------------------------------------------------------------- many searches, one LLM
 
 
-class PromptDeterminedLLM(ScriptedLLM):
-    """Answers each prompt by its hash alone (so a search's completions do not depend on its
-    neighbours in a batch) and records the size of every batch."""
-
-    def __init__(self):
-        super().__init__([])
-        self.batches: list[int] = []
-
-    def complete(self, prompts: list[str]) -> list[str]:
-        self.batches.append(len(prompts))
-        self.script += [self.answer(prompt) for prompt in prompts]
-        return super().complete(prompts)
-
-    @staticmethod
-    def answer(prompt: str) -> str:
-        digest = zlib.crc32(prompt.encode()) % 10
-        if digest == 0:
-            return BUG
-        return rewrite(digest / 10) if prompt.rstrip().endswith("## What went wrong") else gen(digest / 10)
+def answer_by_hash(prompt: str) -> str:
+    """An answer that depends on the prompt alone, so a search's completions do not depend on its
+    neighbours in a batch."""
+    digest = zlib.crc32(prompt.encode()) % 10
+    if digest == 0:
+        return BUG
+    return rewrite(digest / 10) if prompt.rstrip().endswith("## What went wrong") else gen(digest / 10)
 
 
 def test_run_searches_batches_every_search_and_matches_solo_runs():
@@ -287,8 +275,8 @@ def test_run_searches_batches_every_search_and_matches_solo_runs():
         return [make_search("gif-mcts", FakeTask(), budget=6), make_search("gif-mcts", FakeTask(), budget=3),
                 make_search("worldcoder", FakeTask(), budget=5, seed=3), make_search("sample", FakeTask(), budget=4)]
 
-    solo = [run_searches([search], PromptDeterminedLLM())[0] for search in searches()]
-    llm, rounds = PromptDeterminedLLM(), []
+    solo = [run_searches([search], ScriptedLLM(answer_by_hash))[0] for search in searches()]
+    llm, rounds = ScriptedLLM(answer_by_hash), []
     together = run_searches(searches(), llm, on_round=lambda all_searches: rounds.append(
         sum(search.finished for search in all_searches)))
     assert together == solo

@@ -13,26 +13,11 @@ from codeplay_lightning.models.sampling import SamplingConfig
 from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle, fewshot_puzzles
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.search import HFLLM, ScriptedLLM
+from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle
 from codeplay_lightning.solver import (FewShotSolver, PuzzleResult, SearchPuzzleResult, SearchSolver, SolverConfig,
                                        difficulty)
 
-GOOD_MORNING = Puzzle(
-    "good_morning", 'def f(s: str):\n    return "Good " + s == "Good morning"', ans_type="str"
-)
-NEGATIVE_ROOT = Puzzle("negative_root", "def f(n: int):\n    return n * n == 144 and n < 0", ans_type="int")
 EXAMPLES = fewshot_puzzles()[:2]
-
-
-class BatchRecordingLLM(ScriptedLLM):
-    """A ScriptedLLM that also records the size of every batch it is asked for."""
-
-    def __init__(self, script: list[str]):
-        super().__init__(script)
-        self.batches: list[int] = []
-
-    def complete(self, prompts: list[str]) -> list[str]:
-        self.batches.append(len(prompts))
-        return super().complete(prompts)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +39,7 @@ def test_difficulty_rejects_impossible_counts(attempts, passes):
 
 
 def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
-    llm = BatchRecordingLLM([
+    llm = ScriptedLLM([
         '\n    return "morning"',  # good_morning: pass
         "\n    return 1",  # not a str: no pass
         '\n    return "evening"',  # fail
@@ -111,31 +96,6 @@ def test_sampling_stops_at_the_solver_stops_and_a_search_runs_to_eos():
 
 # ---------------------------------------------------------------- the search strategies
 
-SEVEN = Puzzle("seven", "def f(x: int):\n    return x == 7", ans_type="int")
-
-
-class PuzzleAnsweringLLM(BatchRecordingLLM):
-    """Answers by the prompt alone, so a search's completions do not depend on its neighbours in a batch:
-    `seven` is solved by the first generate; `negative_root`'s generate raises, and a fix solves it;
-    every answer to `good_morning` is wrong."""
-
-    def __init__(self):
-        super().__init__([])
-
-    def complete(self, prompts: list[str]) -> list[str]:
-        self.script += [self.answer(prompt) for prompt in prompts]
-        return super().complete(prompts)
-
-    @staticmethod
-    def answer(prompt: str) -> str:
-        rewrite = prompt.endswith("## What went wrong\n")  # improve / fix, not generate
-        if SEVEN.f in prompt:
-            return "    return 7\n```"
-        if NEGATIVE_ROOT.f in prompt:
-            return "```python\ndef g():\n    return -12\n```" if rewrite else "    return 1 // 0\n```"
-        return "```python\ndef g():\n    return 'night'\n```" if rewrite else "    return 'evening'\n```"
-
-
 def search_solver(strategy: str, attempts: int, sandbox, llm, seed: int = 0) -> SearchSolver:
     return SearchSolver(llm, sandbox, SolverConfig(strategy=strategy, attempts=attempts),
                         torch.Generator().manual_seed(seed))
@@ -143,7 +103,7 @@ def search_solver(strategy: str, attempts: int, sandbox, llm, seed: int = 0) -> 
 
 @pytest.mark.parametrize("strategy", ["gif_mcts", "worldcoder"])
 def test_search_difficulty_is_calls_to_first_solution_within_a_budget_of_attempts(strategy, sandbox):
-    llm = PuzzleAnsweringLLM()
+    llm = ScriptedLLM(answer_by_puzzle)
     results = search_solver(strategy, 4, sandbox, llm).solve([SEVEN, NEGATIVE_ROOT, GOOD_MORNING])
 
     seven, negative_root, good_morning = results
@@ -177,7 +137,7 @@ def test_search_solver_on_a_tiny_model_is_reproducible_within_its_budget(tiny_ll
 
 def test_search_solver_refuses_the_sample_strategy(sandbox):
     with pytest.raises(ValueError, match="gif_mcts or worldcoder"):
-        search_solver("sample", 2, sandbox, PuzzleAnsweringLLM())
+        search_solver("sample", 2, sandbox, ScriptedLLM(answer_by_puzzle))
 
 
 @pytest.mark.parametrize(
@@ -192,4 +152,4 @@ def test_config_rejects_bad_values(kwargs, message):
 
 def test_solver_needs_few_shot_examples(sandbox):
     with pytest.raises(ValueError, match="few-shot"):
-        FewShotSolver(BatchRecordingLLM([]), sandbox, [], SolverConfig())
+        FewShotSolver(ScriptedLLM([]), sandbox, [], SolverConfig())

@@ -35,15 +35,11 @@ class KnowsSomeAnswersLLM(ScriptedLLM):
     a wrong or a crashing program. Every answer is one fenced block, as a chat model writes it."""
 
     def __init__(self, answers: dict[str, str]):
-        super().__init__([])
+        super().__init__(self.answer_prompt)
         self.answers = answers  # task description -> a right program
         self.seen: Counter[str] = Counter()
 
-    def complete(self, prompts: list[str]) -> list[str]:
-        self.script += [self.answer(prompt) for prompt in prompts]
-        return super().complete(prompts)
-
-    def answer(self, prompt: str) -> str:
+    def answer_prompt(self, prompt: str) -> str:
         draw = random.Random(f"{self.seen[prompt]}:{prompt}").randrange(4)  # a str seed is hashed with SHA-512
         self.seen[prompt] += 1
         right = next((program for description, program in self.answers.items() if description in prompt), None)
