@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.models.sampling import SamplingConfig
-from codeplay_lightning.search import OpenAILLM, load_llm
+from codeplay_lightning.puzzles import bundled_puzzles
+from codeplay_lightning.search import GifMcts, GifMctsConfig, OpenAILLM, P3Task, load_llm, run_searches
 from codeplay_lightning.search.llama_server import embedded_gguf, llama_server
 
 pytest.importorskip("llama_cpp")
@@ -64,3 +66,15 @@ def test_load_llm_gives_an_openai_llm_that_answers(server_url):
     assert isinstance(llm, OpenAILLM)
     (completion,) = llm.complete(["Write a Python function that adds two numbers."])
     assert completion.strip() and llm.usage.calls == 1
+
+
+def test_a_gif_mcts_search_through_the_server(server_url):
+    """The search's calls go through OpenAILLM: the budget is spent (or a solution found) and counted."""
+    puzzle = next(p for p in bundled_puzzles() if p.name == "good_morning")
+    llm = OpenAILLM(server_url, "smollm2", SamplingConfig(max_new_tokens=48, temperature=1.0, top_p=0.8), chat=True)
+    with Sandbox(workers=1, timeout=1.0) as sandbox:
+        search = GifMcts(P3Task(puzzle, sandbox), GifMctsConfig(budget=2))
+        (result,) = run_searches([search], llm)
+    assert result.calls == llm.usage.calls == len([node for node in search.root.walk() if node.action != "root"])
+    assert result.calls == 2 or result.score == 1.0
+    assert llm.usage.prompt_tokens > 0 and llm.usage.completion_tokens > 0
