@@ -66,13 +66,16 @@ def continuation(completion: str) -> str:
 
 def generated_program(code_so_far: str, completion: str) -> str:
     """The program a generate completion makes. A completion model continues the open fence of the
-    prompt (`code_so_far` + its text up to the closing fence); a chat model usually answers with a
-    fenced block of its own (ours): its first block, taken whole when it restates the code so far,
-    else appended to it."""
-    if not completion.lstrip().startswith("```"):
+    prompt: `code_so_far` + its text up to the closing (bare) fence. A chat model answers anew (ours):
+    when the completion starts with a fence, or its first fence opens a ```python block after some
+    prose, that block is the code, taken whole when it restates the code so far, else appended to it."""
+    first_fence = completion.find("```")
+    opening = _FENCE.match(completion, first_fence) if first_fence >= 0 else None
+    chat_answer = opening is not None and (not completion[:first_fence].strip()
+                                          or completion[first_fence:].startswith(("```python", "```py")))
+    if not chat_answer:
         return code_so_far + continuation(completion)
-    fenced = _FENCE.match(completion.lstrip())
-    code = fenced.group(1) if fenced else ""  # "```" followed by prose: no code
+    code = opening.group(1)
     first_line = code_so_far.strip().split("\n", 1)[0]
     return code if first_line and code.lstrip().startswith(first_line) else code_so_far + code
 

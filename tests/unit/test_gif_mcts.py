@@ -296,6 +296,8 @@ def test_make_search_rejects_unknown_methods():
     ("```python\ndef g():\n    return 2\n```\nchatter", "def g():\n    return 2\n"),  # chat: restated whole
     ("\n```python\n    return 3\n```", "def g():\n    return 3\n"),  # chat: only the continuation
     ("```\nno code here", "def g():\nno code here"),  # a bare fence opens a block too
+    ("Let us think.\n```python\ndef g():\n    return 4\n```\n", "def g():\n    return 4\n"),  # chat: prose first
+    ("    return 5\n```\nMore:\n```python\nx = 1\n```", "def g():\n    return 5\n"),  # continuation, then chatter
 ])
 def test_generated_program_from_completion_and_chat_answers(completion, program):
     assert generated_program("def g():\n", completion) == program
