@@ -1,19 +1,21 @@
-"""The supervisor side of the sandbox: a pool of long-lived workers (see `worker.py`) fed over pipes.
+"""The supervisor side of the sandbox: a pool of wardens (see `warden.py`) fed over pipes.
 
     with Sandbox(workers=2, timeout=1.0) as sandbox:
         verdicts = sandbox.verify([Program(f=..., g=..., ans_type="List[int]")])
 
-The supervisor enforces what a program cannot escape from inside the worker: the wall-clock
-deadline (SIGKILL, which no program can ignore), crashes and exits (detected as the worker's
-death), and protocol integrity (every reply must answer the request id it was sent). A worker
-that dies, overruns, misbehaves or asks to be recycled is replaced; its queued work is not lost.
+A warden judges one program at a time and never runs program code itself: g runs in a process
+used once, f in a process of its own, and the verdict comes from the process that ran f on g's
+answer, passed as JSON data. The supervisor trusts no byte it reads either: every reply must be
+a bounded frame of a fixed shape (`warden.pack`) answering the request it was sent, read without
+blocking and under a deadline, as is every write. A warden that sends anything else, stops
+answering or dies is killed (its namespace and every program process with it) and replaced, and
+its program runs once more on a fresh warden before it is called an error: nothing a child does
+raises in the caller.
 """
 
-from __future__ import annotations
-
 import json
+import math
 import os
-import secrets
 import selectors
 import signal
 import subprocess
@@ -22,21 +24,23 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from codeplay_lightning.execution.worker import HEADER, write_message
+from codeplay_lightning.execution.warden import FrameReader, pack
 
 STATUSES = ("pass", "fail", "error", "timeout", "memory", "syntax")
-WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+WARDEN_SCRIPT = Path(__file__).with_name("warden.py")
 STARTUP_SECONDS = 60.0
-DEADLINE_SLACK = 0.05  # seconds of pipe latency allowed on top of the program's own timeout
+REPLY_SLACK = 5.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
+MAX_TIMEOUT = 86_400.0
+AFFINITY_SCAN = 64  # pending programs searched for one whose f the free warden already has a judge for
 
 
 @dataclass(frozen=True)
 class Program:
     """One candidate solution: `f(g()) is True` with an answer of type `ans_type` is a pass.
-    `ans_type=None` means f's first annotation (no type check when f has none)."""
+    `ans_type=None` means f's first annotation; with no annotation either, any JSON answer."""
 
     f: str
     g: str
@@ -49,54 +53,52 @@ class Verdict:
     status: str  # one of STATUSES
     detail: str  # why, for anything but a pass: exception and short traceback, f's return value, ...
     seconds: float
-    output: str = ""  # what the program printed, capped
+    output: str = ""  # what g and then f printed, capped
 
     @property
     def passed(self) -> bool:
         return self.status == "pass"
 
 
-@dataclass
-class _Worker:
-    process: subprocess.Popen  # the launcher; the worker itself is its only child
+@dataclass(eq=False)
+class _Warden:
+    launcher: subprocess.Popen  # the warden is its only child
     request_fd: int
     reply_fd: int
+    reader: FrameReader
     started: float
-    pid: int | None = None  # the worker's pid, as the supervisor sees it
+    pid: int | None = None  # the warden's pid, as the supervisor sees it
     ready: bool = False
     isolation: str = ""
-    buffer: bytearray | None = None
-    task: int | None = None  # index of the program it is running
-    request_id: str = ""
-    dispatched: float = 0.0
+    outbox: bytearray = field(default_factory=bytearray)
+    task: int | None = None  # index of the program it is judging
+    sequence: int = 0
     deadline: float = 0.0
-    recycle: bool = False
-
-    def __post_init__(self):
-        self.buffer = bytearray()
+    puzzle: tuple | None = None  # (f, ans_type) of its last program: its judge is still running
 
 
 class Sandbox:
-    """A pool of sandbox workers. Use as a context manager, or call `close()`."""
+    """A pool of sandbox wardens. Use as a context manager, or call `close()`."""
 
     def __init__(self, workers: int = 2, timeout: float = 1.0, memory_mb: int = 1024,
                  output_chars: int = 4096, recursion_limit: int = 10_000):
-        if workers < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
-        if memory_mb < 64:
-            raise ValueError(f"memory_mb must be at least 64, got {memory_mb}")
-        self.size, self.timeout = workers, timeout
-        self._settings = {"memory_mb": memory_mb, "output_chars": output_chars,
-                          "recursion_limit": recursion_limit, "supervisor_pid": os.getpid()}
-        self._workers: list[_Worker] = []
+        if type(workers) is not int or not 1 <= workers <= 256:
+            raise ValueError(f"workers must be a whole number from 1 to 256, got {workers!r}")
+        if not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
+            raise ValueError(f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {timeout!r}")
+        if type(memory_mb) is not int or memory_mb < 64:
+            raise ValueError(f"memory_mb must be a whole number of at least 64, got {memory_mb!r}")
+        self.size, self.timeout = workers, float(timeout)
+        self._settings = {"timeout": self.timeout, "memory_mb": memory_mb, "output_chars": output_chars,
+                          "recursion_limit": recursion_limit}
+        self._frame_limit = 4 * (output_chars + 8192) + 65536  # a verdict: detail, output, UTF-8 at worst
+        self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()
         self.workers_started = 0
         self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
         self._warned = False
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> "Sandbox":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -104,192 +106,232 @@ class Sandbox:
 
     @property
     def isolation(self) -> str:
-        """How strongly programs are isolated here (namespaces and uid drop need root)."""
+        """How strongly programs are isolated here (namespaces, uid drop and cgroups need root)."""
         self._fill_pool()
-        while not all(worker.ready for worker in self._workers):
-            self._pump(deque(), [], None, time.monotonic() + 0.1)
-        return self._workers[0].isolation
+        while not all(warden.ready for warden in self._wardens):
+            self._pump(None, time.monotonic() + 0.1)
+            self._fill_pool()
+        return self._wardens[0].isolation
 
     def verify(self, programs: Sequence[Program],
                on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
         """One verdict per program, in order. `on_verdict(index, verdict)` is called as each lands."""
         started = time.perf_counter()
-        results: list[Verdict | None] = [None] * len(programs)
-        pending = deque(range(len(programs)))
-        retried: set[int] = set()
-
-        def finish(index: int, verdict: Verdict) -> None:
-            results[index] = verdict
-            if on_verdict is not None:
-                on_verdict(index, verdict)
-
-        remaining = len(programs)
+        run = _Run(programs, on_verdict)
         try:
-            while remaining:
+            while run.remaining:
                 self._fill_pool()
-                for worker in self._workers:
-                    if worker.ready and worker.task is None and not worker.recycle and pending:
-                        self._dispatch(worker, pending.popleft(), programs)
-                deadlines = [w.deadline for w in self._workers if w.task is not None]
-                wake = min(deadlines, default=time.monotonic() + 1.0)
-                remaining -= self._pump(pending, programs, finish, wake, retried)
+                for warden in self._wardens:
+                    if warden.ready and warden.task is None and run.pending:
+                        self._dispatch(warden, run)
+                deadlines = [w.deadline for w in self._wardens if w.task is not None]
+                self._pump(run, min(deadlines, default=time.monotonic() + 1.0))
         except BaseException:
-            for worker in [w for w in self._workers if w.task is not None]:  # their tasks die with this call
-                self._discard(worker)
+            for warden in [w for w in self._wardens if w.task is not None]:  # their programs die with this call
+                self._discard(warden)
             raise
         self.busy_seconds += time.perf_counter() - started
-        return results  # type: ignore[return-value]
+        return run.results  # type: ignore[return-value]
 
     def close(self) -> None:
-        for worker in list(self._workers):
-            self._discard(worker)
+        """Closing a warden's request pipe makes it stop its programs and exit."""
+        for warden in self._wardens:
+            if warden.request_fd in self._selector.get_map():
+                self._selector.unregister(warden.request_fd)
+            os.close(warden.request_fd)
+            warden.request_fd = -1
+        for warden in list(self._wardens):
+            try:
+                warden.launcher.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                pass
+            self._discard(warden)
 
     # ------------------------------------------------------------ pool mechanics
 
     def _fill_pool(self) -> None:
-        for worker in [w for w in self._workers if w.recycle and w.task is None]:
-            self._discard(worker)
-        while len(self._workers) < self.size:
-            self._workers.append(self._spawn())
+        while len(self._wardens) < self.size:
+            self._wardens.append(self._spawn())
 
-    def _spawn(self) -> _Worker:
+    def _spawn(self) -> _Warden:
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         settings = dict(self._settings, request_fd=request_read, reply_fd=reply_write)
-        process = subprocess.Popen(
-            [sys.executable, "-s", "-S", str(WORKER_SCRIPT), json.dumps(settings)],
+        launcher = subprocess.Popen(
+            [sys.executable, "-s", "-S", str(WARDEN_SCRIPT), json.dumps(settings)],
             pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
         )
         os.close(request_read)
         os.close(reply_write)
-        worker = _Worker(process, request_write, reply_read, time.monotonic())
-        self._selector.register(reply_read, selectors.EVENT_READ, worker)
+        for fd in (request_write, reply_read):
+            os.set_blocking(fd, False)
+        warden = _Warden(launcher, request_write, reply_read, FrameReader(self._frame_limit), time.monotonic())
+        self._selector.register(reply_read, selectors.EVENT_READ, warden)
         self.workers_started += 1
-        return worker
+        return warden
 
-    def _dispatch(self, worker: _Worker, index: int, programs: Sequence[Program]) -> None:
-        program = programs[index]
-        worker.task, worker.request_id = index, secrets.token_hex(8)
-        worker.dispatched = time.monotonic()
-        worker.deadline = worker.dispatched + self.timeout + DEADLINE_SLACK
+    def _dispatch(self, warden: _Warden, run: "_Run") -> None:
+        index = run.take(warden.puzzle)
+        program = run.programs[index]
+        warden.task, warden.sequence = index, warden.sequence + 1
+        warden.deadline = time.monotonic() + self.timeout + REPLY_SLACK
+        warden.puzzle = (program.f, program.ans_type)
+        typed = "0" if program.ans_type is None else "1"
+        warden.outbox += pack("run", str(warden.sequence), program.f, program.g, program.ans_type or "", typed)
+        self._flush(warden)
+
+    def _flush(self, warden: _Warden) -> None:
+        """Write what the pipe takes now; the rest when the selector says it is writable."""
         try:
-            write_message(worker.request_fd, {"id": worker.request_id, "f": program.f, "g": program.g,
-                                              "ans_type": program.ans_type})
-        except OSError:
-            pass  # the worker died; its reply pipe reports EOF and the program is handled there
+            written = os.write(warden.request_fd, warden.outbox)
+            del warden.outbox[:written]
+        except BlockingIOError:
+            pass
+        except BrokenPipeError:
+            warden.outbox.clear()  # the warden is gone: its reply pipe reports the end of file
+        registered = warden.request_fd in self._selector.get_map()
+        if warden.outbox and not registered:
+            self._selector.register(warden.request_fd, selectors.EVENT_WRITE, warden)
+        elif registered and not warden.outbox:
+            self._selector.unregister(warden.request_fd)
 
-    def _pump(self, pending: deque, programs, finish, wake: float, retried: set[int] = frozenset()) -> int:
-        """Wait for replies until `wake`; handle them and any overrun. Returns verdicts produced."""
-        finished = 0
-        for key, _ in self._selector.select(max(0.0, wake - time.monotonic())):
-            worker: _Worker = key.data
-            chunk = os.read(worker.reply_fd, 1 << 16)
-            if not chunk:
-                finished += self._on_death(worker, finish)
+    def _pump(self, run: "_Run | None", wake: float) -> None:
+        """Read and write until `wake`; handle replies and any overrun."""
+        for key, events in self._selector.select(max(0.0, wake - time.monotonic())):
+            warden: _Warden = key.data
+            if warden not in self._wardens:  # discarded earlier in this loop
                 continue
-            worker.buffer += chunk
-            for message in self._messages(worker):
-                finished += self._on_message(worker, message, pending, finish, retried)
-                if worker not in self._workers:  # discarded: the rest of its buffer is not to be trusted
+            if key.fd == warden.request_fd:
+                self._flush(warden)
+                continue
+            chunk = os.read(warden.reply_fd, 1 << 16)
+            if not chunk:
+                self._lost(warden, run, f"its warden exited ({_describe_exit(self._exit_code(warden))})")
+                continue
+            try:
+                frames = warden.reader.feed(chunk)
+            except ValueError as error:
+                self._lost(warden, run, f"its warden sent a malformed reply ({error})")
+                continue
+            for frame in frames:
+                if not self._on_frame(warden, frame, run):
                     break
         now = time.monotonic()
-        for worker in list(self._workers):
-            if worker.task is not None and now > worker.deadline:
-                index = worker.task
-                self._discard(worker)
-                finish(index, Verdict("timeout", f"no verdict within {self.timeout:g} s; worker killed",
-                                      self.timeout))
-                finished += 1
-            elif not worker.ready and now > worker.started + STARTUP_SECONDS:
-                self._discard(worker)
-                raise RuntimeError(f"a sandbox worker did not start within {STARTUP_SECONDS:g} s")
-        return finished
+        for warden in list(self._wardens):
+            if warden.task is not None and now > warden.deadline:
+                index = warden.task
+                self._discard(warden)
+                run.finish(index, Verdict("timeout", f"no verdict within {self.timeout:g} s; the sandbox was reset",
+                                          self.timeout))
+            elif not warden.ready and now > warden.started + STARTUP_SECONDS:
+                self._discard(warden)
+                raise RuntimeError(f"a sandbox warden did not start within {STARTUP_SECONDS:g} s")
 
-    @staticmethod
-    def _messages(worker: _Worker):
-        buffer = worker.buffer
-        while len(buffer) >= HEADER.size:
-            (size,) = HEADER.unpack_from(buffer)
-            if len(buffer) < HEADER.size + size:
-                return
-            payload = bytes(buffer[HEADER.size:HEADER.size + size])
-            del buffer[:HEADER.size + size]
-            try:
-                yield json.loads(payload)
-            except ValueError:
-                yield {"garbled": True}
-
-    def _on_message(self, worker: _Worker, message, pending: deque, finish, retried) -> int:
-        if not isinstance(message, dict):
-            message = {"garbled": True}
-        if "pid" in message and worker.pid is None:
-            worker.pid = message["pid"]
-            return 0
-        if "ready" in message and not worker.ready:
-            worker.ready, worker.isolation = True, str(message.get("isolation", ""))
-            if not worker.isolation.startswith("namespaces") and not self._warned:
-                warnings.warn(f"sandbox isolation is degraded: {worker.isolation}", stacklevel=4)
+    def _on_frame(self, warden: _Warden, frame: list[str], run: "_Run | None") -> bool:
+        """Handle one frame; False when the warden was discarded (the rest is not to be trusted)."""
+        kind = frame[0] if frame else ""
+        if kind == "pid" and len(frame) == 2 and warden.pid is None and frame[1].isdigit() and len(frame[1]) < 10:
+            warden.pid = int(frame[1])
+            return True
+        if kind == "ready" and len(frame) == 2 and not warden.ready:
+            warden.ready, warden.isolation = True, frame[1]
+            if not warden.isolation.startswith("namespaces") and not self._warned:
+                warnings.warn(f"sandbox isolation is degraded: {warden.isolation}", stacklevel=5)
                 self._warned = True
-            return 0
-        if "fatal" in message and not worker.ready:
-            self._discard(worker)
-            raise RuntimeError(f"a sandbox worker failed to start:\n{message['fatal']}")
-        index = worker.task
-        if index is not None and message.get("id") == worker.request_id and message.get("status") in STATUSES:
-            worker.task = None
-            worker.recycle = bool(message.get("recycle"))
-            seconds = float(message.get("seconds", 0.0))
-            status = "timeout" if seconds > self.timeout else message["status"]
-            finish(index, Verdict(status, str(message.get("detail", "")), seconds, str(message.get("output", ""))))
-            return 1
-        # Anything else was forged by a program writing to the reply pipe: the worker cannot be
-        # trusted. Its current program gets one more try on a fresh worker.
-        self._discard(worker)
-        if index is None:
-            return 0
-        if index in retried:
-            finish(index, Verdict("error", "the program wrote to the sandbox's reply channel", 0.0))
-            return 1
-        retried.add(index)
-        pending.appendleft(index)
-        return 0
+            return True
+        if kind == "fatal" and len(frame) == 2 and not warden.ready:
+            self._discard(warden)
+            raise RuntimeError(f"a sandbox warden failed to start:\n{frame[1]}")
+        if kind == "verdict" and len(frame) == 6 and warden.task is not None and run is not None:
+            _, sequence, status, seconds_text, detail, output = frame
+            seconds = _seconds(seconds_text)
+            if sequence == str(warden.sequence) and status in STATUSES and seconds is not None:
+                index, warden.task = warden.task, None
+                run.finish(index, Verdict(status, detail, seconds, output))
+                return True
+        self._lost(warden, run, f"its warden broke the protocol (a {kind[:20]!r} frame of {len(frame)} fields)")
+        return False
 
-    def _on_death(self, worker: _Worker, finish) -> int:
-        index, seconds = worker.task, time.monotonic() - worker.dispatched
-        try:  # the launcher exits by itself once the worker is gone, reporting how it went
-            code = worker.process.wait(timeout=2.0)
+    def _lost(self, warden: _Warden, run: "_Run | None", why: str) -> None:
+        """A warden that died or misbehaved: replaced, its program run once more, then an error."""
+        index = warden.task
+        self._discard(warden)
+        if not warden.ready:
+            raise RuntimeError(f"a sandbox warden failed during start-up: {why}")
+        if index is not None and run is not None:
+            run.retry(index, Verdict("error", f"the sandbox lost this program twice: {why}", 0.0))
+
+    def _exit_code(self, warden: _Warden) -> int | None:
+        try:  # the launcher exits by itself once the warden is gone, reporting how it went
+            return warden.launcher.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
-            code = None
-        self._discard(worker)
-        if not worker.ready:
-            raise RuntimeError(f"a sandbox worker exited during start-up ({_describe_exit(code)})")
-        if index is None:
-            return 0
-        finish(index, Verdict("error", f"the program ended the sandbox worker: {_describe_exit(code)}", seconds))
-        return 1
+            return None
 
-    def _discard(self, worker: _Worker) -> None:
-        """Kill a worker and everything it started."""
-        if worker.process.poll() is None and worker.pid is not None:  # a reaped launcher: its pid may be reused
-            try:
-                os.kill(worker.pid, signal.SIGKILL)  # PID 1 of its namespace: the namespace goes with it
-            except ProcessLookupError:
-                pass
-            try:  # the launcher reaps the worker and exits; killed first, it would leave a zombie to init
-                worker.process.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                pass
-        try:  # without namespaces, what the programs started lives on in the launcher's process group
-            os.killpg(worker.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self._selector.unregister(worker.reply_fd)
-        os.close(worker.reply_fd)
-        os.close(worker.request_fd)
-        self._workers.remove(worker)
-        worker.process.wait()
+    def _discard(self, warden: _Warden) -> None:
+        """Kill a warden: as PID 1 of its namespace, everything it started goes with it."""
+        if warden.launcher.poll() is None and warden.pid is not None:  # a reaped launcher: its pid may be reused
+            for kill in (os.kill, os.killpg):  # the process group: programs of a warden without namespaces
+                try:
+                    kill(warden.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        try:  # the launcher reaps the warden, removes its cgroup and exits
+            warden.launcher.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            warden.launcher.kill()
+        self._selector.unregister(warden.reply_fd)
+        os.close(warden.reply_fd)
+        if warden.request_fd >= 0:
+            if warden.request_fd in self._selector.get_map():
+                self._selector.unregister(warden.request_fd)
+            os.close(warden.request_fd)
+        self._wardens.remove(warden)
+        warden.launcher.wait()
+
+
+class _Run:
+    """The programs of one `verify` call: which are pending, which have verdicts."""
+
+    def __init__(self, programs: Sequence[Program], on_verdict):
+        self.programs, self.on_verdict = programs, on_verdict
+        self.results: list[Verdict | None] = [None] * len(programs)
+        self.pending = deque(range(len(programs)))
+        self.retried: set[int] = set()
+        self.remaining = len(programs)
+
+    def take(self, puzzle: tuple | None) -> int:
+        """The next program, preferring one for `puzzle`, whose judge the warden already runs."""
+        for position, index in enumerate(self.pending):
+            if position == AFFINITY_SCAN:
+                break
+            program = self.programs[index]
+            if (program.f, program.ans_type) == puzzle:
+                del self.pending[position]
+                return index
+        return self.pending.popleft()
+
+    def finish(self, index: int, verdict: Verdict) -> None:
+        self.results[index] = verdict
+        self.remaining -= 1
+        if self.on_verdict is not None:
+            self.on_verdict(index, verdict)
+
+    def retry(self, index: int, verdict: Verdict) -> None:
+        if index in self.retried:
+            self.finish(index, verdict)
+        else:
+            self.retried.add(index)
+            self.pending.appendleft(index)
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _describe_exit(code: int | None) -> str:

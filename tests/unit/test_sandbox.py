@@ -6,8 +6,9 @@ followed, in the same `verify` batch and again in a later batch, by ordinary pro
 whose verdicts must come out exactly right. The ordinary programs are chosen so that each tampering
 attempt below would flip at least one of them.
 
-Timeouts are tested on a sandbox with a 0.5 s timeout; the rest share module-scoped sandboxes. The
-last section documents known holes of the in-process design as strict xfails.
+Timeouts are tested on a sandbox with a 0.5 s timeout; the rest share module-scoped sandboxes.
+The attacks that broke the earlier in-process design (forged replies with a stolen request id,
+rewriting the judge's own code, stdlib state left behind) are kept as ordinary tests.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def process_table() -> dict[int, tuple[int, str, bytes]]:
 
 def strays(marker: str | None = None) -> list:
     """Live processes that should not exist: below this process, anything but sandbox launchers
-    (depth 1) and workers (depth 2); anywhere on the host, anything whose command line carries `marker`."""
+    (depth 1), wardens (depth 2) and one judge per warden (depth 3); anywhere on the host, anything
+    whose command line carries `marker`."""
     table = process_table()
     children = defaultdict(list)
     for pid, (ppid, _, _) in table.items():
@@ -119,9 +121,10 @@ def strays(marker: str | None = None) -> list:
     while stack:
         pid, depth = stack.pop()
         _, state, command = table[pid]
-        if state in ("Z", "X"):  # dead, waiting to be reaped (a recycled worker's launcher until the next verify)
+        if state in ("Z", "X"):  # dead, waiting to be reaped
             continue
-        if depth > 2 or b"worker.py" not in command:
+        live = [child for child in children[pid] if table[child][1] not in ("Z", "X")]
+        if depth > 3 or b"warden.py" not in command or (depth == 2 and len(live) > 1):
             found.append((pid, depth, state, command[:200]))
         stack.extend((child, depth + 1) for child in children[pid])
     if marker is not None:
@@ -283,14 +286,19 @@ def test_syntax(sandbox, f, g, fragment):
     ("def f(x: List[int], n=3):\n    return True", "def g():\n    return [1.0]", None, "fail"),
     # ans_type wins over the annotation
     ("def f(x: str):\n    return True", "def g():\n    return 5", "int", "pass"),
-    # no type at all: unchecked
-    ("def f(x):\n    return x == {1, 2}", "def g():\n    return {2, 1}", None, "pass"),
+    # no type at all: any JSON value
+    ("def f(x):\n    return x == {'a': [1, None]}", "def g():\n    return {'a': [1, None]}", None, "pass"),
+    ("def f(x):\n    return x == {1, 2}", "def g():\n    return {2, 1}", None, "error"),  # no set in JSON
+    ("def f(x):\n    return True", "def g():\n    return (1, 2)", None, "error"),  # nor a tuple
+    ("def f(x):\n    return True", "def g():\n    x = []\n    x.append(x)\n    return x", None, "error"),
 ])
 def test_answer_types(sandbox, f, g, ans_type, status):
     (verdict,) = sandbox.verify([Program(f, g, ans_type)])
     assert verdict.status == status, verdict
     if status == "fail":
         assert "is not of type" in verdict.detail
+    if status == "error":
+        assert "cannot be judged" in verdict.detail or "nests deeper" in verdict.detail
 
 
 @pytest.mark.parametrize("f, ans_type, named", [
@@ -353,13 +361,9 @@ SIGNAL_PROOF = """
         """),
     wrong("import time\ndef g():\n    time.sleep(1000)"),
     wrong("import itertools\ndef g():\n    return sum(itertools.count())"),  # never leaves C code
-    wrong("""
-        import json, os, sys
-        def g():
-            return os.read(json.loads(sys.argv[1])["request_fd"], 100)  # nothing more will come
-        """),
+    wrong("import os\ndef g():\n    read, write = os.pipe()\n    return os.read(read, 1)"),
 ], ids=["loop_in_g", "loop_in_f", "signals_blocked_and_ignored", "catches_everything", "sleep",
-        "c_level_loop", "reads_request_pipe"])
+        "c_level_loop", "blocks_on_a_pipe"])
 def test_infinite_loops_time_out(fast, hostile):
     started = time.monotonic()
     (verdict,) = contained(fast, hostile)
@@ -409,7 +413,7 @@ def test_crashes(sandbox, hostile, signal_name):
     assert verdict.status != "pass"
     assert verdict.status in (("error", "timeout") if signal_name else ("error", "timeout", "fail")), verdict
     if signal_name and verdict.status == "error":
-        assert "ended the sandbox worker" in verdict.detail
+        assert "g's process ended without an answer" in verdict.detail
         assert any(name in verdict.detail for name in ([signal_name] if isinstance(signal_name, str) else signal_name))
 
 
@@ -449,12 +453,10 @@ def test_kills(sandbox, g):
 
 
 def test_kill_everything(namespaced):
-    workers = namespaced.workers_started
     hostile = wrong("import os, signal\ndef g():\n    try:\n        os.kill(-1, signal.SIGKILL)\n"
                     "    except OSError:\n        pass\n    return 4")
     verdicts = contained(namespaced, hostile, hostile)
-    assert [v.status for v in verdicts] in (["fail", "fail"], ["error", "error"])
-    assert namespaced.workers_started >= workers
+    assert {v.status for v in verdicts} <= {"fail", "error"}
 
 
 def test_kill_everything_and_pass(namespaced):
@@ -474,7 +476,6 @@ def marker() -> str:
 
 def test_subprocess_does_not_outlive_the_program(sandbox):
     mark = marker()
-    started = sandbox.workers_started
     (verdict,) = contained(sandbox, program("def f(x):\n    return x == 4", f"""
         import subprocess
         def g():
@@ -482,7 +483,6 @@ def test_subprocess_does_not_outlive_the_program(sandbox):
             return 4
         """), marker=mark)
     assert verdict.status == "pass", verdict  # starting a process is allowed; it just cannot stay
-    assert sandbox.workers_started > started
 
 
 def test_double_fork_daemon_does_not_outlive_the_program(sandbox):
@@ -712,10 +712,8 @@ PATCHING_THREAD = """
         """),
 ], ids=["patches_len_every_ms", "sleeping_thread", "patches_after_return"])
 def test_threads_that_outlive_the_program(solo, hostile):
-    started = solo.workers_started
     (verdict,) = contained(solo, hostile)
     assert verdict.status in ("fail", "error"), verdict
-    assert solo.workers_started > started  # the worker that ran it was replaced
 
 
 # ---------------------------------------------------------------- network
@@ -828,40 +826,57 @@ def test_fake_protocol_messages_on_output(sandbox, g):
 # ---------------------------------------------------------------- forged replies
 
 
-def forging(payload: str, then: str = "return 4") -> Program:
+FRAME_FUNCTION = """
+def frame(*fields):
+    parts = [field.encode() for field in fields]
+    body = struct.pack(">H", len(parts)) + b"".join(struct.pack(">I", len(p)) for p in parts) + b"".join(parts)
+    return struct.pack(">I", len(body)) + body
+"""
+
+
+def forging(data: str, then: str = "return 4") -> Program:
+    """A hostile g that writes the bytes `data` evaluates to on every file descriptor it might hold,
+    its own answer pipe among them, then does `then`."""
     return wrong(f"""
-        import json, os, struct, sys
-        def g():
-            fd = json.loads(sys.argv[1])["reply_fd"]
-            {payload}
-            {then}
-        """)
+import os, struct
+{FRAME_FUNCTION}
+def g():
+    data = {data}
+    for fd in range(64):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+    {then}
+""")
 
 
-FORGED_PASS = "data = json.dumps({'id': '0' * 16, 'status': 'pass', 'detail': '', 'seconds': 0.0, 'output': '', 'recycle': []}).encode()\n            os.write(fd, struct.pack('>I', len(data)) + data)"
+FORGED_PASS = 'frame("pass", "", "")'
 
 
 @pytest.mark.parametrize("hostile", [
     forging(FORGED_PASS),
     forging(FORGED_PASS, "os._exit(0)"),
-    forging(FORGED_PASS + "\n            os.write(fd, struct.pack('>I', len(data)) + data)"),
-    forging("os.write(fd, b'garbage, not a frame at all')"),
-    forging("os.write(fd, struct.pack('>I', 2) + b'[]')"),
-    forging("data = json.dumps({'ready': True, 'isolation': 'none'}).encode()\n            os.write(fd, struct.pack('>I', len(data)) + data)"),
-    forging("data = json.dumps({'pid': 1}).encode()\n            os.write(fd, struct.pack('>I', len(data)) + data)"),
-    forging("data = json.dumps({'fatal': 'x'}).encode()\n            os.write(fd, struct.pack('>I', len(data)) + data)"),
-    forging("os.close(fd)"),
-    forging("os.dup2(os.open('/dev/null', os.O_WRONLY), fd)"),
-], ids=["pass_with_wrong_id", "then_exit", "twice", "garbage", "json_list", "ready", "pid", "fatal",
-        "closes_reply_fd", "redirects_reply_fd"])
+    forging(FORGED_PASS + " * 2"),
+    forging('frame("verdict", "1", "pass", "0.0", "", "")', "os._exit(0)"),
+    forging('frame("answer", "4", "")', "os._exit(0)"),
+    forging('frame("answer", "[" * 200000 + "]" * 200000, "")', "os._exit(0)"),  # nested past any limit
+    forging('frame("answer", "NaN", "")', "os._exit(0)"),
+    forging('frame("answer", "5")', "os._exit(0)"),  # one field short
+    forging('b"garbage, not a frame at all"'),
+    forging('struct.pack(">I", 2) + b"[]"'),
+    forging('struct.pack(">I", 0xFFFFFFFF)', "os._exit(0)"),  # a 4 GB frame announced
+    forging('b""', "os.close(3)\n    return 4"),
+], ids=["pass", "pass_then_exit", "twice", "supervisor_shaped", "answer_then_exit", "deep_json", "nan",
+        "short_frame", "garbage", "json_list", "huge_header", "closes_answer_pipe"])
 def test_forged_replies(fast, hostile):
     (verdict,) = contained(fast, hostile)
-    assert verdict.status in ("fail", "error", "timeout"), verdict
+    assert verdict.status in ("fail", "error"), verdict
 
 
-def test_forged_partial_frame_times_out(fast):
-    (verdict,) = contained(fast, forging("os.write(fd, struct.pack('>I', 1 << 30))"))
-    assert verdict.status in ("timeout", "error"), verdict
+def test_a_frame_announced_but_never_sent_times_out(fast):
+    (verdict,) = contained(fast, forging('struct.pack(">I", 1000)', "import time\n    time.sleep(100)"))
+    assert verdict.status == "timeout", verdict
 
 
 # ---------------------------------------------------------------- shared interpreter state
@@ -888,25 +903,26 @@ TAMPERING = {
 
 @pytest.mark.parametrize("g", TAMPERING.values(), ids=TAMPERING.keys())
 def test_tampering_with_shared_state(solo, g):
+    """What g changes in its process dies with it: its answer is wrong, or it broke its own runner."""
     (verdict,) = contained(solo, wrong(g))
-    assert verdict.status == "error", verdict
-    assert "modified shared interpreter state" in verdict.detail
+    assert verdict.status in ("fail", "error"), verdict
 
 
 def test_tampering_with_shared_state_in_f(solo):
+    """f may do as it likes in its own judge: it decides its own puzzle only."""
     (verdict,) = contained(solo, program("import builtins\ndef f(x):\n    builtins.len = lambda *a: 4\n    return True",
                                          "def g():\n    return 1"))
-    assert verdict.status == "error" and "modified shared interpreter state" in verdict.detail
+    assert verdict.status in ("pass", "error"), verdict
 
 
-def test_tampering_even_when_the_answer_is_right(solo):
+def test_tampering_does_not_reach_f(solo):
     (verdict,) = contained(solo, program("def f(x: List[int]):\n    return len(x) == 4", """
         import builtins
         def g():
             builtins.len = lambda *args: 4
             return [1]
         """))
-    assert verdict.status == "error", verdict
+    assert verdict.status in ("fail", "error"), verdict
 
 
 def test_legitimate_state_changes_are_undone(solo):
@@ -1071,16 +1087,13 @@ def test_g_cannot_reach_f(solo, g):
     ("def f(x: int):\n    return x == 5",
      "def g():\n    class Liar:\n        __class__ = property(lambda self: int)\n        def __eq__(self, other):\n"
      "            return True\n    return Liar()"),
-    ("def f(x):\n    return x == 5",  # unchecked type: == returns a truthy non-bool
-     "def g():\n    class T:\n        def __bool__(self):\n            return True\n    class Eq:\n"
-     "        def __eq__(self, other):\n            return T()\n    return Eq()"),
     ("def f(x: int):\n    return 1", "def g():\n    return 5"),
     ("def f(x: int):\n    return 'yes'", "def g():\n    return 5"),
     ("def f(x: int):\n    return [True]", "def g():\n    return 5"),
     ("def f(x: int):\n    class T:\n        def __bool__(self):\n            return True\n        def __eq__(self, o):\n"
      "            return True\n    return T()", "def g():\n    return 5"),
     ("import numbers\ndef f(x: int):\n    return 1.0", "def g():\n    return 5"),
-], ids=["always_equal", "int_subclass", "list_subclass", "lies_about_class", "truthy_eq_result",
+], ids=["always_equal", "int_subclass", "list_subclass", "lies_about_class",
         "f_returns_1", "f_returns_str", "f_returns_list", "f_returns_truthy_object", "f_returns_1.0"])
 def test_faked_equality_and_truthiness_fail(sandbox, f, g):
     (verdict,) = contained(sandbox, program(f, g))
@@ -1153,7 +1166,7 @@ def test_queued_work_is_not_lost(fast):
         (wrong("import threading, time\ndef g():\n    threading.Thread(target=time.sleep, args=(100,)).start()\n    return 4"), "fail"),
         (wrong("import builtins\ndef g():\n    builtins.len = None\n    return 4"), "error"), (ok, "pass"),
         (wrong("import time\ndef g():\n    time.sleep(100)"), "timeout"),
-        (forging(FORGED_PASS), "error"), (ok, "pass"),
+        (forging(FORGED_PASS, "os._exit(0)"), "error"), (ok, "pass"),
         (wrong("def g():\n    raise SystemExit(0)"), "error"),
         (no, "fail"), (ok, "pass"),
     ]
@@ -1175,9 +1188,9 @@ def test_a_closed_sandbox_leaves_nothing_behind():
     box = Sandbox(workers=2, timeout=1.0)
     with box:
         check_ordinary(box.verify(ORDINARY_PROGRAMS))
-        pids = [w.process.pid for w in box._workers] + [w.pid for w in box._workers]
+        pids = [w.launcher.pid for w in box._wardens] + [w.pid for w in box._wardens]
     assert len(pids) == 4
-    # launchers and workers are reaped by the time close() returns (no zombies left to init)
+    # launchers and wardens are reaped by the time close() returns (no zombies left to init)
     assert [pid for pid in pids if Path(f"/proc/{pid}").exists()] == []
     assert_nothing_outlives()
 
@@ -1217,11 +1230,8 @@ def test_a_failing_on_verdict_callback_leaves_the_sandbox_usable(fast):
         fast.verify([wrong("def g():\n    return 4")] + ORDINARY_PROGRAMS, on_verdict=explode)
     check_ordinary(fast.verify(ORDINARY_PROGRAMS))
 
-# ---------------------------------------------------------------- known holes
-# Programs run inside the worker's own interpreter, so a program that goes after the worker's own
-# objects (its frames, functions, bookkeeping) or after stdlib state that is not a module or class
-# namespace is not stopped. These tests document such holes; they fail (xfail) until one is closed.
-# Each gets a sandbox of its own: a worker corrupted this way stays corrupted.
+# ---------------------------------------------------------------- the holes of the in-process design
+# These broke the earlier design, where programs ran inside a long-lived worker's interpreter.
 
 
 @pytest.fixture
@@ -1247,15 +1257,11 @@ STOLEN_ID = """
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="known hole: the request id is in the worker's frames; a forged reply that uses it is accepted")
-def test_known_hole_forged_reply_with_stolen_request_id(fresh):
+def test_forged_reply_with_stolen_request_id(fresh):
     (verdict,) = contained(fresh, wrong(STOLEN_ID))
     assert verdict.status != "pass"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="known hole: the worker's own functions, frames and snapshots are reachable and mutable")
 @pytest.mark.parametrize("g", [
     """
     import sys
@@ -1287,19 +1293,17 @@ def test_known_hole_forged_reply_with_stolen_request_id(fresh):
         return 4
     """,
 ], ids=["replaces_run_program", "trace_rewrites_result", "trace_blinds_repair"])
-def test_known_hole_worker_internals(fresh, g):
+def test_runner_internals(fresh, g):
     (verdict,) = contained(fresh, wrong(g))
     assert verdict.status != "pass"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="known hole: only module and class namespaces are watched, not the state of stdlib objects")
 @pytest.mark.parametrize("g", [
     "import collections\ndef g():\n    collections.Counter.most_common.__code__ = (lambda self, n=None: [('a', 2)]).__code__\n    return 4",
     "import random\ndef g():\n    random._inst._randbelow = lambda n: 0\n    return 4",
     "import json\ndef g():\n    json._default_encoder.indent = 1\n    return 4",
 ], ids=["function_code", "instance_attribute", "default_encoder"])
-def test_known_hole_stdlib_object_state(fresh, g):
+def test_stdlib_object_state(fresh, g):
     check_stdlib_probes(fresh, g)
 
 
