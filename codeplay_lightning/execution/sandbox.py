@@ -32,7 +32,7 @@ from codeplay_lightning.execution.warden import FrameReader, pack
 STATUSES = ("pass", "fail", "error", "timeout", "memory", "syntax")
 WARDEN_SCRIPT = Path(__file__).with_name("warden.py")
 STARTUP_SECONDS = 60.0
-REPLY_SLACK = 5.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
+REPLY_SLACK = 2.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
 MAX_TIMEOUT = 86_400.0
 AFFINITY_SCAN = 64  # pending programs searched for one whose f the free warden already has a judge for
 

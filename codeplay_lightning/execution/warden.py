@@ -513,6 +513,18 @@ class Cgroup:
                     time.sleep(0.01)
 
 
+def _unlock(directory: str) -> None:
+    """Make a tree of directories writable and searchable by their owner again."""
+    stack = [directory]
+    while stack:
+        path = stack.pop()
+        try:
+            os.chmod(path, 0o700)
+            stack.extend(entry.path for entry in os.scandir(path) if entry.is_dir(follow_symlinks=False))
+        except OSError:
+            pass
+
+
 def oom_kills(fd: int) -> int:
     for line in os.pread(fd, 4096, 0).decode().splitlines():
         key, _, value = line.partition(" ")
@@ -683,11 +695,11 @@ class Warden:
         how = self._end(pid)
         self._kill_strays(spare=self.judge[0] if self.judge else None)
         self._empty_workspace()  # before the judge sees the answer: nothing else of g's reaches f
+        if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
+            self.oom_count = count  # one of the program's processes was killed for its memory
+            return "memory", f"the program's processes ran out of their {self.memory_bytes >> 20} MiB", ""
         if reply is not None and len(reply) == 3 and reply[0] in RUNNER_STATUSES:
             return reply[0], reply[1], reply[2]
-        if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
-            self.oom_count = count
-            return "memory", f"the program's processes ran out of their {self.memory_bytes >> 20} MiB", ""
         if problem is not None:
             return problem
         return "error", f"g's process ended without an answer: {how}", ""
@@ -764,6 +776,8 @@ class Warden:
         """Remove everything the programs wrote (the warden is root where they are not)."""
         for entry in os.scandir(self.workspace):
             if entry.is_dir(follow_symlinks=False):
+                if not self.namespaced:  # the warden has the programs' uid: reopen what they locked
+                    _unlock(entry.path)
                 shutil.rmtree(entry.path, ignore_errors=True)
             else:
                 os.unlink(entry.path)

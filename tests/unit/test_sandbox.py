@@ -1326,3 +1326,385 @@ def check_stdlib_probes(sandbox: Sandbox, g: str) -> None:
     assert verdicts[0].status == "fail"
     check_ordinary(verdicts[1:1 + len(ORDINARY)])
     assert [v.status for v in verdicts[1 + len(ORDINARY):]] == [status for _, status in probes]
+
+
+# ---------------------------------------------------------------- later programs cannot be made to pass
+
+
+RAW_CLONE = """
+    import ctypes, os, struct, time
+    def g():
+        libc = ctypes.CDLL(None)
+        if libc.syscall(56, 0, 0, 0, 0, 0) == 0:  # clone(2) with exit signal 0: no SIGCHLD, no wait()
+            data = struct.pack(">I", 14) + struct.pack(">HI", 1, 4) + b"pass" + b"...."
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                for fd in range(64):
+                    try:
+                        os.write(fd, data)
+                    except OSError:
+                        pass
+                time.sleep(0.01)
+            os._exit(0)
+        return 4
+"""
+
+
+@pytest.mark.parametrize("g", [
+    RAW_CLONE,
+    "import gc\ndef g():\n    gc.callbacks.append(lambda phase, info: __import__('os').write(3, b'x' * 100))\n    return 4",
+    "import os\ndef g():\n    os.register_at_fork(before=lambda: os.write(3, b'pass'), after_in_child=lambda: os._exit(0))\n"
+    "    return 4",
+    "import sys\ndef g():\n    main = sys.modules['__main__']\n    main.run_g.__code__ = (lambda *a: ['pass', '']).__code__\n"
+    "    main.judge_answer.__code__ = (lambda *a: ['pass', '']).__code__\n    return 4",
+    "import sys\ndef g():\n    sys.modules['__main__'].compile_source = lambda *a: compile('def g():\\n    return 5', '<g>', 'exec')\n"
+    "    return 4",
+], ids=["raw_clone_child_forges", "gc_callback", "at_fork_hooks", "replaces_run_g_and_judge", "replaces_compiler"])
+def test_no_later_program_is_made_to_pass(solo, g):
+    """Each attack is followed on the same warden by wrong programs (in `contained`) that must fail."""
+    later_wrong = [wrong("def g():\n    return 4")] * 3
+    verdicts = solo.verify([wrong(g), *later_wrong])
+    assert [v.status for v in verdicts[1:]] == ["fail"] * 3, verdicts
+    contained(solo, wrong(g))
+
+
+# ---------------------------------------------------------------- state a program leaves behind
+
+
+STATE_PROBE_G = """
+    import decimal, gc, os, resource, signal, sys, time, tracemalloc, typing
+    def g():
+        limits = [list(resource.getrlimit(getattr(resource, name)))
+                  for name in ("RLIMIT_AS", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_FSIZE", "RLIMIT_CPU")]
+        with open("big", "wb") as big:  # /tmp is not left full
+            big.write(b"x" * (8 << 20))
+        os.remove("big")
+        handlers = [str(signal.getsignal(number)) for number in (signal.SIGALRM, signal.SIGTERM, signal.SIGUSR1)]
+        time.sleep(0.05)  # a timer left armed would fire here
+        return [limits, handlers, signal.set_wakeup_fd(-1), os.environ.get("TZ", ""), time.tzname[0], os.nice(0),
+                sorted(os.sched_getaffinity(0)), tracemalloc.is_tracing(), gc.isenabled(), list(gc.get_threshold()),
+                decimal.getcontext().prec, str(decimal.DefaultContext.rounding), str(typing.List[int]),
+                sorted(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else [], sys.getrecursionlimit()]
+"""
+
+
+@pytest.fixture(scope="module")
+def probe_answer(solo):
+    """What the probe sees in a clean sandbox."""
+    (verdict,) = solo.verify([program("def f(x):\n    print(repr(x))\n    return False", STATE_PROBE_G)])
+    assert verdict.status == "fail", verdict
+    return verdict.output.strip()
+
+
+STATE_CHANGES = {
+    "rlimit_as": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))\n    return 4",
+    "rlimit_nofile": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8))\n    return 4",
+    "rlimit_stack": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_STACK, (1 << 16, 1 << 16))\n    return 4",
+    "rlimit_fsize": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))\n    return 4",
+    "rlimit_cpu": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_CPU, (1, 1))\n    return 4",
+    "seccomp_strict": "import ctypes\ndef g():\n    ctypes.CDLL(None).prctl(22, 1, 0, 0, 0)\n    return 4",
+    "signal_handlers": "import signal\ndef g():\n    for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGUSR1):\n"
+                       "        signal.signal(s, signal.SIG_IGN)\n    return 4",
+    "armed_timer": "import signal\ndef g():\n    signal.setitimer(signal.ITIMER_REAL, 0.01)\n    return 4",
+    "wakeup_fd_async": "import fcntl, os, signal\ndef g():\n    r, w = os.pipe()\n    os.set_blocking(w, False)\n"
+                       "    signal.set_wakeup_fd(w)\n    fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)\n    return 4",
+    "timezone": "import os, time\ndef g():\n    os.environ['TZ'] = 'Asia/Kolkata'\n    time.tzset()\n    return 4",
+    "nice": "import os\ndef g():\n    os.nice(19)\n    return 4",
+    "affinity": "import os\ndef g():\n    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n    return 4",
+    "tracemalloc": "import tracemalloc\ndef g():\n    tracemalloc.start()\n    return 4",
+    "gc_flags": "import gc\ndef g():\n    gc.disable()\n    gc.set_threshold(1, 1, 1)\n    return 4",
+    "decimal_default": "import decimal\ndef g():\n    decimal.DefaultContext.prec = 3\n"
+                       "    decimal.DefaultContext.rounding = decimal.ROUND_DOWN\n    return 4",
+    "typing_internals": "import typing\ndef g():\n    typing._cleanups.clear()\n    typing.List._name = 'Hacked'\n"
+                        "    return 4",
+    "fills_tmp": "def g():\n    with open('/tmp/fill', 'wb') as fill:\n        try:\n            while True:\n"
+                 "                fill.write(b'x' * (1 << 20))\n        except OSError:\n            pass\n    return 4",
+    "posix_timer": "import ctypes, signal\ndef g():\n    libc = ctypes.CDLL(None)\n    timer = ctypes.c_void_p()\n"
+                   "    libc.timer_create(1, None, ctypes.byref(timer))\n    return 4",
+    "recursion_limit": "import sys\ndef g():\n    sys.setrecursionlimit(50)\n    return 4",
+    "dev_shm": "import os\ndef g():\n    open('/dev/shm/planted', 'w').close()\n    return 4",
+}
+
+
+@pytest.mark.parametrize("g", STATE_CHANGES.values(), ids=STATE_CHANGES.keys())
+def test_state_changes_do_not_reach_later_programs(solo, probe_answer, g):
+    probe = program(f"def f(x):\n    return repr(x) == {probe_answer!r}", STATE_PROBE_G)
+    verdicts = solo.verify([wrong(g), probe, *ORDINARY_PROGRAMS])
+    assert verdicts[0].status != "pass"
+    assert verdicts[1].status == "pass", (verdicts[1], probe_answer)
+    check_ordinary(verdicts[2:])
+
+
+# ---------------------------------------------------------------- escapes
+
+
+SYSV_SHM = """
+    import ctypes
+    def g():
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        ident = libc.shmget(0xC0DE, 4096, MODE)
+        if ident < 0:
+            return "absent"
+        address = libc.shmat(ident, None, 0)
+        if WRITE:
+            ctypes.memmove(address, b"planted", 7)
+        return ctypes.string_at(address, 7).decode("latin-1")
+"""
+
+
+def test_sysv_shared_memory_dies_with_the_program(solo):
+    plant = wrong(textwrap.dedent(SYSV_SHM).replace("MODE", "0o1666").replace("WRITE", "True"))  # IPC_CREAT
+    find = program("def f(x: str):\n    return x == 'absent'",
+                   textwrap.dedent(SYSV_SHM).replace("MODE", "0o666").replace("WRITE", "False"))
+    verdicts = solo.verify([plant, find, plant, find])
+    assert [v.status for v in verdicts] == ["fail", "pass", "fail", "pass"], verdicts
+
+
+def test_processes_are_bounded(namespaced):
+    (verdict,) = contained(namespaced, program("def f(x: int):\n    return x < 100", """
+        import os, time
+        def g():
+            started = 0
+            for _ in range(300):
+                try:
+                    if os.fork() == 0:
+                        time.sleep(30)
+                        os._exit(0)
+                    started += 1
+                except OSError:
+                    break
+            return started
+        """))
+    assert verdict.status == "pass", verdict
+
+
+def test_memory_is_bounded_across_processes(namespaced):
+    """Four children of 300 MiB each: within any one process's limit, not within the program's."""
+    with Sandbox(workers=1, timeout=5.0, memory_mb=512) as box:
+        if "cgroup" not in box.isolation:
+            pytest.skip(f"needs a memory cgroup; here: {box.isolation}")
+        (verdict,) = contained(box, wrong("""
+            import os, time
+            def g():
+                for _ in range(4):
+                    if os.fork() == 0:
+                        block = bytearray(300 << 20)
+                        block[::4096] = b"x" * len(block[::4096])
+                        time.sleep(30)
+                        os._exit(0)
+                os.wait()
+                return 4
+            """))
+        assert verdict.status == "memory", verdict
+
+
+def test_host_unix_sockets_are_unreachable(namespaced, tmp_path):
+    path = tmp_path / "host.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    path.chmod(0o777)
+    tmp_path.chmod(0o755)
+    server.listen(1)
+    server.setblocking(False)
+    try:
+        (verdict,) = contained(namespaced, program("def f(x: str):\n    return x == 'unreachable'", f"""
+            import socket
+            def g():
+                client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    client.connect({str(path)!r})
+                    return "connected"
+                except OSError:
+                    return "unreachable"
+            """))
+        assert verdict.status == "pass", verdict
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+
+
+SUPERVISED = """
+import sys
+from codeplay_lightning.execution import Program, Sandbox
+with Sandbox(workers=2, timeout=60.0) as box:
+    print(box.isolation, flush=True)
+    box.verify([Program("def f(x):\\n    return True", sys.argv[1])] * 2)
+"""
+
+
+def test_nothing_outlives_a_killed_supervisor(tmp_path):
+    mark = marker()
+    g = (f"import ctypes, subprocess\ndef g():\n    ctypes.CDLL(None).prctl(1, 0)\n"  # PR_SET_PDEATHSIG, 0
+         f"    subprocess.Popen(['sleep', '{mark}'])\n    import time\n    time.sleep(60)")
+    script = tmp_path / "supervisor.py"
+    script.write_text(SUPERVISED)
+    supervisor = subprocess.Popen([sys.executable, str(script), g], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+    supervisor.stdout.readline()
+    deadline = time.monotonic() + 10
+    while not [entry for entry in process_table().values() if mark.encode() in entry[2]]:
+        assert time.monotonic() < deadline, "the program never started"
+        time.sleep(0.05)
+    supervisor.kill()
+    supervisor.wait()
+    deadline = time.monotonic() + 5
+    while (left := [entry for entry in process_table().values()
+                    if mark.encode() in entry[2] or str(script).encode() in entry[2]]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [entry for entry in left if entry[1] not in ("Z", "X")] == []
+
+
+# ---------------------------------------------------------------- correct programs stay correct
+
+
+@pytest.mark.parametrize("g", [
+    "def g():\n    handle = open('note.txt', 'w')\n    handle.write('x')\n    return 5",
+    "import socket\ndef g():\n    left, right = socket.socketpair()\n    return 5",
+    "def g():\n    async def later():\n        return 1\n    later()\n    return 5",
+    "import warnings\ndef g():\n    warnings.warn('careful')\n    return 5",
+], ids=["unclosed_file", "unclosed_socket", "unawaited_coroutine", "warning"])
+def test_untidy_correct_programs_pass(sandbox, g):
+    (verdict,) = sandbox.verify([program("def f(x: int):\n    return x == 5", g)])
+    assert verdict.status == "pass", verdict
+
+
+def test_annotations_are_evaluated_as_in_p3(sandbox):
+    (verdict,) = sandbox.verify([program("def f(x: int) -> bool:\n    return f.__annotations__['x'] is int and x == 1",
+                                         "def g() -> int:\n    return 1 if g.__annotations__['return'] is int else 0")])
+    assert verdict.status == "pass", verdict
+
+
+def test_a_sandbox_started_in_a_thread_that_exits_keeps_working():
+    import threading
+
+    box = Sandbox(workers=1, timeout=2.0)
+    started = threading.Thread(target=lambda: box.isolation)
+    started.start()
+    started.join()
+    time.sleep(0.3)
+    with box:
+        check_ordinary(box.verify(ORDINARY_PROGRAMS))
+
+
+# ---------------------------------------------------------------- a hostile warden cannot take the caller down
+
+
+FAKE_WARDEN = """
+import json, os, struct, sys, time
+sys.path.insert(0, {execution!r})
+from warden import pack, read_frame, write_all
+settings = json.loads(sys.argv[1])
+requests, replies = settings["request_fd"], settings["reply_fd"]
+write_all(replies, pack("pid", str(os.getpid())))
+write_all(replies, pack("ready", "namespaces: none, a fake warden"))
+while True:
+    request = read_frame(requests, 1 << 31) if {reads} else time.sleep(1000)
+    if request is None:
+        break
+    sequence = request[1]
+    write_all(replies, {reply})
+"""
+
+NESTED = 'b"[" * 100000 + b"]" * 100000'
+HOSTILE_REPLIES = {
+    "nested_json": f"struct.pack('>I', 200000) + {NESTED}",
+    "seconds_soon": 'pack("verdict", sequence, "pass", "soon", "", "")',
+    "seconds_nan": 'pack("verdict", sequence, "pass", "nan", "", "")',
+    "seconds_negative": 'pack("verdict", sequence, "pass", "-1", "", "")',
+    "unknown_status": 'pack("verdict", sequence, "passed", "0.1", "", "")',
+    "wrong_sequence": 'pack("verdict", "999", "pass", "0.1", "", "")',
+    "four_gigabytes": "struct.pack('>I', 0xFFFFFFFF) + b'x' * 100000",
+    "fatal_after_ready": 'pack("fatal", "boom")',
+    "too_many_fields": 'pack("verdict", sequence, "pass", "0.1", "", "", "extra")',
+    "field_sizes_lie": "struct.pack('>I', 10) + struct.pack('>H', 3) + b'\\xff' * 8",
+}
+
+
+@pytest.mark.parametrize("reply", HOSTILE_REPLIES.values(), ids=HOSTILE_REPLIES.keys())
+def test_hostile_warden_replies_are_errors(monkeypatch, tmp_path, reply):
+    import codeplay_lightning.execution.sandbox as sandbox_module
+
+    script = tmp_path / "warden.py"
+    script.write_text(FAKE_WARDEN.format(execution=str(sandbox_module.WARDEN_SCRIPT.parent), reads=True, reply=reply))
+    monkeypatch.setattr(sandbox_module, "WARDEN_SCRIPT", script)
+    with Sandbox(workers=1, timeout=0.5) as box:
+        started = time.monotonic()
+        verdicts = box.verify(ORDINARY_PROGRAMS[:2])
+        assert [v.status for v in verdicts] == ["error", "error"], verdicts
+        assert all("sandbox lost this program" in v.detail for v in verdicts)
+        assert time.monotonic() - started < 20
+
+
+def test_a_warden_that_stops_reading_cannot_block_the_caller(monkeypatch, tmp_path):
+    import codeplay_lightning.execution.sandbox as sandbox_module
+
+    script = tmp_path / "warden.py"
+    script.write_text(FAKE_WARDEN.format(execution=str(sandbox_module.WARDEN_SCRIPT.parent), reads=False, reply="b''"))
+    monkeypatch.setattr(sandbox_module, "WARDEN_SCRIPT", script)
+    huge = program("def f(x):\n    return True", "def g():\n    return " + repr("x" * (4 << 20)))  # beyond any pipe buffer
+    with Sandbox(workers=1, timeout=0.5) as box:
+        started = time.monotonic()
+        (verdict,) = box.verify([huge])
+        assert verdict.status == "timeout", verdict
+        assert time.monotonic() - started < 10
+
+
+# ---------------------------------------------------------------- without root
+
+
+UNPRIVILEGED = """
+import json, os, sys
+from codeplay_lightning.execution import Program, Sandbox
+cases = json.loads(sys.argv[1])
+with Sandbox(workers=2, timeout=1.0, memory_mb=256) as box:
+    isolation = box.isolation
+    verdicts = box.verify([Program(f, g) for f, g, _ in cases])
+print(json.dumps({"uid": os.getuid(), "isolation": isolation, "statuses": [v.status for v in verdicts],
+                  "details": [v.detail for v in verdicts]}))
+"""
+
+
+def _unprivileged_command() -> list[str]:
+    """Runs the script in $SCRIPT with the argument $ARGUMENT as uid 65534 in a private mount namespace where the interpreter is reachable:
+    a directory on its path that others cannot enter (a pyenv under /root) is covered with a tmpfs
+    that holds only the interpreter's own tree, bind-mounted back."""
+    mounts = []
+    parts = Path(os.path.realpath(sys.base_prefix)).parts
+    for depth in range(1, len(parts)):
+        ancestor = Path(*parts[:depth])
+        if not os.stat(ancestor).st_mode & 0o001:
+            inside = ancestor / parts[depth]
+            held = tempfile.mkdtemp(prefix="codeplay-interpreter-")
+            mounts = [f"mount --bind {inside} {held}", f"mount -t tmpfs -o mode=755 tmpfs {ancestor}",
+                      f"mkdir {inside}", f"mount --move {held} {inside}"]
+            break
+    run = (f"exec setpriv --reuid=65534 --regid=65534 --clear-groups env PYTHONPATH={REPO} "
+           f'{sys.executable} -c "$SCRIPT" "$ARGUMENT"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-ec", " && ".join([*mounts, run])]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
+    mark = marker()
+    cases = [(prog.f, prog.g, status) for prog, status, _ in ORDINARY] + [
+        ("def f(x):\n    return x == 5", "def g():\n    while True:\n        pass", "timeout"),
+        ("def f(x):\n    return x == 5", "def g():\n    return [0] * (1 << 40)", "memory"),
+        ("def f(x: int):\n    return x < 100", "import os, time\ndef g():\n    n = 0\n    for _ in range(300):\n"
+         "        try:\n            if os.fork() == 0:\n                time.sleep(30)\n                os._exit(0)\n"
+         "            n += 1\n        except OSError:\n            break\n    return n", "pass"),
+        ("def f(x):\n    return x == 5", f"import subprocess\ndef g():\n    subprocess.Popen(['sleep', '{mark}'],"
+         " start_new_session=True)\n    return 4", "fail"),
+        ("def f(x):\n    return x == 5", "import os\ndef g():\n    os.makedirs('a/b')\n    os.chmod('a/b', 0)\n"
+         "    os.chmod('a', 0)\n    return 4", "fail"),
+        ("def f(x: List[str]):\n    return x == []", "import os\ndef g():\n    return os.listdir('.')", "pass"),
+    ]
+    result = subprocess.run(_unprivileged_command(), capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["uid"] == 65534
+    assert report["isolation"].startswith("basic (not root)") and "rlimits only" in report["isolation"]
+    assert report["statuses"] == [status for _, _, status in cases], report["details"]
+    assert [entry for entry in process_table().values() if mark.encode() in entry[2] and entry[1] != "Z"] == []
