@@ -10,9 +10,17 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.puzzles import Puzzle
 
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """Two wardens with a 1 s timeout, shared by every test that judges programs."""
+    with Sandbox(workers=2, timeout=1.0) as box:
+        yield box
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from codeplay_lightning.execution.warden import parse_answer_type
 from codeplay_lightning.puzzles.puzzle import Puzzle
 
 
@@ -18,10 +19,15 @@ class PuzzleCheck:
 
 
 def check_puzzle(text: str, name: str = "") -> PuzzleCheck:
-    """A text is a valid puzzle when it parses and defines a top-level `f` with at least one
-    positional argument (the answer)."""
+    """A text is a valid puzzle when it parses and defines a top-level `f` whose first positional
+    argument (the answer) is annotated with a type the judge checks: bool, int, float, str, or
+    `List[...]`/`list[...]` of them. Anything else could never be passed, so it is refused here."""
     try:
-        _answer_arg(text)
+        annotation = _answer_arg(text).annotation
+        if annotation is None:
+            raise ValueError("f's answer has no type annotation (the judge checks bool, int, float, str "
+                             "and List[...] of them)")
+        parse_answer_type(ast.unparse(annotation))
     except ValueError as error:
         return PuzzleCheck(False, str(error), None)
     return PuzzleCheck(True, None, Puzzle(name=name, f=text.rstrip()))

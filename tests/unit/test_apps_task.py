@@ -25,12 +25,6 @@ REVERSE_WORDS = "def reverse_words(sentence):\n    return ' '.join(reversed(sent
 WITH_DEMO = REVERSE_WORDS + "\nif __name__ == '__main__':\n    print(reverse_words(input()))\n"  # would fail if run
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout=1.0) as sandbox:
-        yield sandbox
-
-
 def write_problem(directory: Path, inputs: list, outputs: list, fn_name: str | None = None) -> Path:
     directory.mkdir(parents=True)
     (directory / "question.txt").write_text("A problem.\n")

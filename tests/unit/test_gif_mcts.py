@@ -224,12 +224,6 @@ def test_plain_sampling_is_pass_at_b():
 # ---------------------------------------------------------------- P3Task on a real sandbox
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout=1.0) as sandbox:
-        yield sandbox
-
-
 @pytest.mark.parametrize("name, correct, wrong, wrong_answer", [
     ("good_morning", 'def g():\n    return "morning"\n', 'def g():\n    return "evening"\n', "'evening'"),
     ("negative_square_root", "def g():\n    return -12\n", "def g():\n    return 12\n", "12"),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from codeplay_lightning.execution import Program
 from codeplay_lightning.puzzles import (
     SETTER_STOP,
     SOLVER_STOP,
@@ -65,8 +66,41 @@ def test_invalid_puzzles_say_why(text: str, reason: str):
 
 
 def test_the_last_definition_of_f_is_the_one_checked():
-    assert not check_puzzle("def f(x):\n    return True\n\ndef f():\n    return True").valid
-    assert check_puzzle("def f():\n    return True\n\ndef f(x):\n    return True").valid
+    assert not check_puzzle("def f(x: int):\n    return True\n\ndef f():\n    return True").valid
+    assert check_puzzle("def f():\n    return True\n\ndef f(x: int):\n    return True").valid
+
+
+@pytest.mark.parametrize("annotation", ["", ": list", ": List", ": dict", ": tuple", ": Dict[str, int]",
+                                        ": Tuple[int, int]", ": Set[int]", ": Optional[int]", ": int | None",
+                                        ": complex", ": List[complex]", ": 'int'", ": list[tuple]"])
+def test_puzzles_the_judge_cannot_check_are_invalid_with_the_reason(annotation: str):
+    check = check_puzzle(f"def f(x{annotation}) -> bool:\n    return True")
+    assert not check.valid
+    assert "no type annotation" in check.reason if not annotation else "unsupported answer type" in check.reason
+
+
+def _answer_of(annotation: str):
+    """A value of a P3 answer type: the base type's value inside as many lists as the type nests."""
+    depth = annotation.count("[")
+    base = annotation.replace("List[", "").replace("list[", "").replace("]", "").strip()
+    value = {"bool": True, "int": 3, "float": 2.5, "str": "s"}[base]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+ANNOTATIONS = ["bool", "int", "float", "str", "List[int]", "list[int]", "List[List[str]]", "list[List[float]]",
+               "List[ bool ]", "List[List[List[int]]]", "list", "dict", "List", "Tuple[int]", "set[int]", "object"]
+
+
+def test_every_puzzle_check_puzzle_accepts_can_be_passed(sandbox):
+    """The property behind the check: an accepted puzzle is passed by a correct answer of its type."""
+    accepted = [annotation for annotation in ANNOTATIONS
+                if check_puzzle(f"def f(x: {annotation}) -> bool:\n    return True").valid]
+    assert accepted == ANNOTATIONS[:10]
+    programs = [Program(f"def f(x: {annotation}) -> bool:\n    return x == {_answer_of(annotation)!r}",
+                        f"def g():\n    return {_answer_of(annotation)!r}") for annotation in accepted]
+    assert [verdict.status for verdict in sandbox.verify(programs)] == ["pass"] * len(accepted)
 
 
 def test_answer_type_prefers_the_explicit_type():

@@ -20,12 +20,6 @@ from codeplay_lightning.solver import (FewShotSolver, PuzzleResult, SearchPuzzle
 EXAMPLES = fewshot_puzzles()[:2]
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout=1.0) as sandbox:
-        yield sandbox
-
-
 def test_difficulty_is_attempts_over_passes():
     assert difficulty(8, 8) == 1.0
     assert difficulty(8, 2) == 4.0

@@ -48,12 +48,6 @@ class KnowsSomeAnswersLLM(ScriptedLLM):
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout=1.0) as sandbox:
-        yield sandbox
-
-
-@pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory, tiny_llama, char_tokenizer) -> Path:
     """The tiny random Llama and its tokenizer (no chat template) as a local model directory."""
     directory = tmp_path_factory.mktemp("tiny")
