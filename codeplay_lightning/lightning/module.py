@@ -80,8 +80,9 @@ class SetterPPOModule(L.LightningModule):
         return loss
 
     def _log_metrics(self, metrics: dict, batch_size: int) -> None:
-        """Every rank logs the same keys in the same order at every step: each is all-reduced."""
-        self.log_dict(metrics, on_step=True, on_epoch=True, batch_size=batch_size, sync_dist=True)
+        """Every rank logs the same keys in the same order at every step: each is all-reduced. One value
+        per iteration (the mean over its minibatches), under the names the README lists."""
+        self.log_dict(metrics, on_step=False, on_epoch=True, batch_size=batch_size, sync_dist=True)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["codeplay"] = self.identity

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,18 @@ def run(tmp_path, stream_model, tokenizer, *overrides, resume=None) -> Path:
 
 def read_puzzles(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "puzzles.jsonl").read_text().splitlines()]
+
+
+README_TAGS = set(re.findall(r"`((?:reward|rollout|ppo)/\w+)`", (CONFIGS.parent / "README.md").read_text()))
+
+
+def scalar_tags(run_dir: Path) -> list[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = run_dir.glob("events.out.tfevents.*")
+    accumulator = EventAccumulator(str(events))
+    accumulator.Reload()
+    return accumulator.Tags()["scalars"]
 
 
 def load_checkpoint(run_dir: Path) -> dict:
@@ -83,7 +96,9 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
     assert checkpoint["epoch"] == 2 and checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
     archive = checkpoint["ArchiveDataModule"]["archive"]
     assert archive["texts"] == [p["puzzle"] for p in puzzles]
-    assert list(run_dir.glob("events.out.tfevents.*"))
+    tags = scalar_tags(run_dir)
+    assert len(README_TAGS) >= 12 and set(tags) >= README_TAGS  # the names the README promises, as they are
+    assert not [tag for tag in tags if tag.endswith(("_step", "_epoch"))]
     iterations = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
     assert [record["iteration"] for record in iterations] == [0, 1]
     for record in iterations:
