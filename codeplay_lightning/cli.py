@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
 
     verify = commands.add_parser("verify", help="check (f, g) pairs in the sandbox")
     verify.add_argument("file", help="JSONL of {name?, f, g, ans_type?} or a P3 puzzles.json")
-    verify.add_argument("--timeout", type=float, default=1.0, help="seconds per program (P3's judge: 1)")
-    verify.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
+    verify.add_argument("--timeout", type=_seconds, default=1.0, help="seconds per program (P3's judge: 1)")
+    verify.add_argument("--workers", type=_workers, default=2, help="sandbox wardens (programs judged at once)")
     verify.add_argument("--out", help="JSONL of verdicts (default: <file stem>.verdicts.jsonl here)")
     verify.set_defaults(run=run_verify)
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     solve.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                        help="model weights; bfloat16 samples ~1.5x faster on CPUs with AMX or on GPUs")
     solve.add_argument("--seed", type=int, default=0)
-    solve.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
+    solve.add_argument("--workers", type=_workers, default=2, help="sandbox wardens (programs judged at once)")
     solve.add_argument("--out", help="JSONL of results (default: <file stem>.solved.jsonl here)")
     solve.set_defaults(run=run_solve)
 
@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     synthesize.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                             help="weights of a local model; bfloat16 samples ~1.5x faster on CPUs with AMX or on GPUs")
     synthesize.add_argument("--seed", type=int, default=0, help="seeds the LLM's sampling and WorldCoder's choices")
-    synthesize.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
-    synthesize.add_argument("--timeout", type=float, default=1.0,
+    synthesize.add_argument("--workers", type=_workers, default=2, help="sandbox wardens (programs judged at once)")
+    synthesize.add_argument("--timeout", type=_seconds, default=1.0,
                             help="seconds per program in the sandbox (an APPS problem runs one per test)")
     synthesize.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
     synthesize.add_argument("--out", help="directory for tasks/*.json, summary.json and summary.md "
@@ -103,9 +103,36 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (ValueError, OSError) as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
         return 2
+
+
+def _seconds(text: str) -> float:
+    """A timeout: a finite number of seconds above 0 and at most a day."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < seconds <= 86_400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r}: a timeout is above 0 and at most 86400 seconds")
+    return seconds
+
+
+def _workers(text: str) -> int:
+    try:
+        workers = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= workers <= 256:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 1 and 256 sandbox wardens")
+    return workers
+
+
+def _printable(text: str) -> str:
+    """Text a program wrote, safe for a terminal: control characters (escape sequences among
+    them) and lone surrogates shown as escapes, never interpreted."""
+    return "".join(char if char.isprintable() or char == "\n" else repr(char)[1:-1] for char in text)
 
 
 def _progress() -> Progress:
@@ -138,18 +165,20 @@ def run_verify(args: argparse.Namespace) -> int:
 
     entries = read_puzzle_file(args.file)
     pairs = [e for e in entries if e.g is not None or e.problem]
+    if not pairs:
+        raise ValueError(f"{args.file} holds no (f, g) pair to verify ({len(entries)} puzzles without a solution)")
     programs = [Program(e.puzzle.f, e.g, e.puzzle.ans_type, e.name) for e in pairs if not e.problem]
     out = Path(args.out) if args.out else _default_out(args.file, ".verdicts.jsonl")
-    started = time.perf_counter()
-    with Sandbox(workers=args.workers, timeout=args.timeout) as sandbox, _progress() as progress:
-        isolation = sandbox.isolation
-        task = progress.add_task("verifying", total=len(programs))
-        verdicts = iter(sandbox.verify(programs, on_verdict=lambda *_: progress.advance(task)))
-    elapsed = time.perf_counter() - started
-    counts: Counter[str] = Counter()
-    failures = []
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w") as handle:
+    with out.open("w") as handle:  # opened first: a bad --out fails before the batch, not after it
+        started = time.perf_counter()
+        with Sandbox(workers=args.workers, timeout=args.timeout) as sandbox, _progress() as progress:
+            isolation = sandbox.isolation
+            task = progress.add_task("verifying", total=len(programs))
+            verdicts = iter(sandbox.verify(programs, on_verdict=lambda *_: progress.advance(task)))
+        elapsed = time.perf_counter() - started
+        counts: Counter[str] = Counter()
+        failures = []
         for entry in pairs:
             verdict = Verdict("syntax", entry.problem, 0.0) if entry.problem else next(verdicts)
             counts[verdict.status] += 1
@@ -166,7 +195,8 @@ def run_verify(args: argparse.Namespace) -> int:
     if skipped:
         print(f"  {skipped} puzzles without a reference solution were skipped")
     for name, verdict in failures[:20]:
-        print(f"  {verdict.status:8} {name}: {verdict.detail.splitlines()[-1] if verdict.detail else ''}"[:160])
+        last_line = verdict.detail.splitlines()[-1] if verdict.detail else ""
+        print(f"  {verdict.status:8} {_printable(name)}: {_printable(last_line)}"[:160])
     if len(failures) > 20:
         print(f"  ... {len(failures) - 20} more in {out}")
     print(f"verdicts written to {out}")

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from codeplay_lightning.cli import main
 from codeplay_lightning.puzzle_files import read_puzzle_file
 from codeplay_lightning.puzzles import load_p3
@@ -55,6 +57,43 @@ def test_unreadable_file_is_a_one_line_error(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "missing.jsonl")]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: cannot read") and "\n" not in error
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "1e300", "0", "-1", "soon"])
+def test_a_bad_timeout_is_refused_before_anything_runs(tmp_path, capsys, timeout):
+    source = write_jsonl(tmp_path / "pairs.jsonl", [{"f": F_HELLO, "g": "def g():\n    return 'world'"}])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["verify", str(source), "--timeout", timeout])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--timeout" in error and timeout in error
+
+
+def test_program_text_cannot_drive_the_terminal(tmp_path, capsys):
+    """A detail with escape sequences (or a lone surrogate) is printed escaped, never interpreted."""
+    raising = "def g():\n    raise ValueError('\\x1b[2J\\x1b[Hall passed \\ud800')"
+    source = write_jsonl(tmp_path / "pairs.jsonl", [{"name": "evil\x1b[31m", "f": F_HELLO, "g": raising}])
+    out = tmp_path / "verdicts.jsonl"
+    assert main(["verify", str(source), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\\x1b[2J" in printed and "evil\\x1b[31m" in printed
+    assert read_verdicts(out)[0]["status"] == "error"
+
+
+def test_a_bad_out_fails_before_the_batch(tmp_path, capsys):
+    source = write_jsonl(tmp_path / "pairs.jsonl", [{"f": F_HELLO, "g": "def g():\n    while True:\n        pass"}])
+    (tmp_path / "file").write_text("")
+    assert main(["verify", str(source), "--out", str(tmp_path / "file" / "verdicts.jsonl")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error:") and "\n" not in error
+
+
+def test_an_empty_input_is_a_one_line_error(tmp_path, capsys):
+    source = tmp_path / "empty.jsonl"
+    source.write_text("")
+    assert main(["verify", str(source)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error:") and "no (f, g) pair" in error and "\n" not in error
 
 
 def test_reader_keeps_p3_instances_without_solutions_as_entries_without_g():
