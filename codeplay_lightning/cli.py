@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except (ValueError, OSError) as error:
-        print(f"error: {_printable(str(error))}", file=sys.stderr)
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        print(f"error: {_printable(lines[0])}", file=sys.stderr)
         return 2
 
 
@@ -148,11 +149,13 @@ def run_train(args: argparse.Namespace) -> int:
     import logging
 
     from codeplay_lightning.config import load_config
-    from codeplay_lightning.train import train
 
     files = [item for item in args.items if "=" not in item]
     overrides = [item for item in args.items if "=" in item]
-    config = load_config(files, overrides)
+    config = load_config(files, overrides)  # every config error before the heavy imports below
+
+    from codeplay_lightning.train import train
+
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     run_dir = train(config, resume=args.resume)
     print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")

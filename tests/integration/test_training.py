@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,11 +79,32 @@ def test_every_config_file_loads_and_validates(path):
     ("reward.combine=product", "takes no weights"),
     ("noequals", "not of the form key=value"),
     ("solver.strategy=beam", r"expected one of \['sample', 'gif_mcts', 'worldcoder'\]"),
+    ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
+    ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
+    ("sandbox.workers=0", "sandbox.workers must be from 1 to 256"),
+    ("model.name='not a model!'", "is neither smollm2-135m, a local directory nor a hub id"),
 ])
 def test_bad_overrides_are_one_line_errors(override, message):
     with pytest.raises(ConfigError, match=message) as error:
         load_config([CONFIGS / "novelty_biased.yaml"], [override])
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ppo: [1, 2\n", "is not valid YAML"),
+    ("- ppo\n- lr\n", "must hold a mapping of keys"),
+])
+def test_bad_config_files_are_one_line_errors_before_torch_loads(tmp_path, text, message):
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config([tmp_path / "bad.yaml"])
+    assert "\n" not in str(error.value)
+    check = ("import sys\nfrom codeplay_lightning.cli import main\nstatus = main(['train', sys.argv[1]])\n"
+             "assert 'torch' not in sys.modules\nsys.exit(status)")
+    result = subprocess.run([sys.executable, "-c", check, str(tmp_path / "bad.yaml")], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().startswith("error:") and message in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, char_tokenizer):
