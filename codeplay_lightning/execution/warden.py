@@ -43,7 +43,7 @@ COUNT = struct.Struct(">H")  # a body: field count, each field's size, then the 
 SIZE = struct.Struct(">I")
 
 NOBODY = 65534
-ANSWER_CHARS = 1 << 22  # an answer travels as JSON text of at most this many characters
+ANSWER_CHARS = 1 << 27  # an answer travels as JSON text of at most this many characters
 ANSWER_DEPTH = 100  # and nests at most this deep
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
 KILL_SECONDS = 2.0  # time to stop everything a program left behind before the warden gives up
@@ -225,9 +225,11 @@ def type_matches(answer, answer_type: tuple[type, int]) -> bool:
     return all(type(value) is base for value in values)
 
 
-def encode_answer(answer) -> str:
+def encode_answer(answer, answer_type: str = "") -> str:
     """The answer as JSON text. Only exact JSON types leave a runner (a tuple is not a list
-    here, as it is not in P3), nested at most ANSWER_DEPTH deep; TypeError or ValueError else."""
+    here, as it is not in P3), nested at most ANSWER_DEPTH deep; TypeError or ValueError else.
+    The ints of an int-typed answer travel as hex strings: converting a huge int to decimal takes
+    quadratic time (P3 has answers of 80 MB in decimal), to hex linear."""
     stack, containers = [(answer, 0)], 0
     while stack:
         value, depth = stack.pop()
@@ -248,24 +250,45 @@ def encode_answer(answer) -> str:
                             "bool, int, float, str, list and dict (str keys)")
         if list in kinds or dict in kinds:
             stack.extend((item, depth + 1) for item in value if type(item) in (list, dict))
+    if answer_type and parse_answer_type(answer_type)[0] is int:
+        answer = _map_leaves(answer, parse_answer_type(answer_type)[1], hex)
     text = json.dumps(answer)
     if len(text) > ANSWER_CHARS:
         raise ValueError(f"the answer is {len(text)} characters as JSON (at most {ANSWER_CHARS})")
     return text
 
 
-def decode_answer(text: str):
-    """The answer from its JSON text; nesting beyond ANSWER_DEPTH is a RecursionError, raised by the
-    decoder's own depth check before it can exhaust the C stack."""
+def decode_answer(text: str, answer_type: str = ""):
+    """The answer from its JSON text (see `encode_answer`); nesting beyond ANSWER_DEPTH is a
+    RecursionError, raised by the decoder's own depth check before it can exhaust the C stack."""
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(depth + ANSWER_DEPTH + 20)
     try:
-        return json.loads(text)
+        answer = json.loads(text)
     finally:
         sys.setrecursionlimit(limit)
+    if answer_type and parse_answer_type(answer_type)[0] is int:
+        answer = _map_leaves(answer, parse_answer_type(answer_type)[1], _from_hex)
+    return answer
+
+
+def _from_hex(text) -> int:
+    if type(text) is not str:
+        raise ValueError("an int that did not travel as hex")
+    return int(text, 16)
+
+
+def _map_leaves(value, depth: int, function):
+    """`value` with `function` applied to the items at list depth `depth`; ValueError where a
+    level that should be a list is not."""
+    if depth == 0:
+        return function(value)
+    if type(value) is not list:
+        raise ValueError("a list level of the answer's type is not a list")
+    return [_map_leaves(item, depth - 1, function) for item in value]
 
 
 # ---------------------------------------------------------------- running program code
@@ -365,7 +388,7 @@ def run_g(code, source: str, answer_type: str) -> list[str]:
         answer = instantiate(code, "g")()
         if answer_type and not type_matches(answer, parse_answer_type(answer_type)):
             return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}"]
-        return ["answer", encode_answer(answer)]
+        return ["answer", encode_answer(answer, answer_type)]
     except ProgramError as error:
         return [error.status, error.detail]
     except MemoryError as error:
@@ -377,7 +400,7 @@ def run_g(code, source: str, answer_type: str) -> list[str]:
 def judge_answer(code, source: str, answer_type: str, text: str) -> list[str]:
     """Runs in a judge: [status, detail] for f on the answer that `text` encodes."""
     try:
-        answer = decode_answer(text)
+        answer = decode_answer(text, answer_type)
     except RecursionError:
         return ["error", f"the answer nests deeper than {ANSWER_DEPTH} levels"]
     except ValueError as error:
@@ -824,6 +847,7 @@ class Warden:
 def main() -> None:
     settings = json.loads(sys.argv[1])
     reply_fd = settings["reply_fd"]
+    sys.set_int_max_str_digits(0)  # compiling f and g: P3 has int literals of thousands of digits
     namespaced = os.geteuid() == 0 and _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0
     cgroup = None
     if os.geteuid() == 0:
