@@ -279,6 +279,10 @@ def test_syntax(sandbox, f, g, fragment):
     ("def f(x):\n    return True", "def g():\n    return []", "List[List[int]]", "pass"),
     ("def f(x):\n    return True", "def g():\n    class L(list):\n        pass\n    return L([1])", "List[int]", "fail"),
     ("def f(x):\n    return True", "def g():\n    return [1, 2]", "list[int]", "pass"),
+    # ints cross as hex: huge and negative ones arrive intact
+    ("def f(x):\n    return x == 3 ** 200000", "def g():\n    return 3 ** 200000", "int", "pass"),
+    ("def f(x):\n    return x == [[-5, 0], [7 ** 99]]", "def g():\n    return [[-5, 0], [7 ** 99]]",
+     "List[List[int]]", "pass"),
     ("def f(x):\n    return True", "def g():\n    return ['a', 'b']", "List[str]", "pass"),
     # the type comes from f's first annotation when ans_type is None
     ("def f(x: str):\n    return True", "def g():\n    return 5", None, "fail"),
