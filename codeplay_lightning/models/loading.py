@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -65,7 +66,26 @@ def resolve_model_dir(spec: str) -> str:
         raise ValueError(
             f"unknown model alias {spec!r}: expected {EMBEDDED_ALIAS!r}, a hub id 'org/name' or a directory"
         )
+    _require_reachable(spec)
     return spec
+
+
+def _require_reachable(hub_id: str) -> None:
+    """A hub id that is neither cached nor downloadable is an error now, not after a minute of retries."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(hub_id, "config.json"), str):
+        return
+    if constants.HF_HUB_OFFLINE:
+        raise FileNotFoundError(f"model {hub_id!r} is not in the local Hugging Face cache (HF_HUB_OFFLINE is set)")
+    host = urlparse(constants.ENDPOINT).hostname
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as error:
+        raise FileNotFoundError(f"model {hub_id!r} is not in the local Hugging Face cache and {host} cannot be "
+                                f"reached ({error.strerror or error})") from None
 
 
 def cache_root() -> Path:

@@ -6,6 +6,8 @@ The first slow run dequantises the GGUF into the cache (about 20 s); later runs 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -58,6 +60,19 @@ def test_embedded_model_loads_from_cache_and_samples_consistent_logprobs(monkeyp
 def test_specs_that_cannot_be_loaded_fail_with_a_clear_error(spec, error, message):
     with pytest.raises(error, match=message):
         load_causal_lm(spec)
+
+
+def test_an_unknown_hub_id_fails_at_once_when_the_hub_is_out_of_reach(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "https://hub.invalid")  # .invalid never resolves
+    started = time.monotonic()
+    with pytest.raises(FileNotFoundError, match="not in the local Hugging Face cache and hub.invalid cannot be"):
+        load_causal_lm("someorg/no-such-model")
+    assert time.monotonic() - started < 10
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(FileNotFoundError, match="HF_HUB_OFFLINE is set"):
+        load_causal_lm("someorg/no-such-model")
 
 
 def test_a_missing_wheel_names_the_install_command(monkeypatch):
