@@ -94,7 +94,6 @@ class Sandbox:
         self._frame_limit = 4 * (output_chars + 8192) + 65536  # a verdict: detail, output, UTF-8 at worst
         self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()
-        self.workers_started = 0
         self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
         self._warned = False
 
@@ -169,7 +168,6 @@ class Sandbox:
             os.set_blocking(fd, False)
         warden = _Warden(launcher, request_write, reply_read, FrameReader(self._frame_limit), time.monotonic())
         self._selector.register(reply_read, selectors.EVENT_READ, warden)
-        self.workers_started += 1
         return warden
 
     def _dispatch(self, warden: _Warden, run: "_Run") -> None:

@@ -124,6 +124,11 @@ def test_a_returned_value_matches_the_expected_one_or_its_one_element_list(tmp_p
     assert AppsTask(problem, sandbox).evaluate("def twice(x):\n    return x * 2\n").strict
 
 
+def test_a_returned_tuple_compares_as_a_list_as_in_apps(tmp_path, sandbox):
+    problem = write_problem(tmp_path / "pair", [[2], [3]], [[[2, 4]], [[3, 6]]], fn_name="pair")
+    assert AppsTask(problem, sandbox).evaluate("def pair(x):\n    return x, x * 2\n").strict
+
+
 def test_the_description_says_how_the_program_is_called(sandbox):
     longest_run, pair_sums, reverse_words = load_apps(FIXTURES, sandbox)
     assert pair_sums.root_code == "" and pair_sums.description.endswith(
