@@ -107,5 +107,11 @@ class FewShotSolver:
 
 
 def candidate_program(puzzle: Puzzle, continuation: str) -> Program:
-    """The program judging `def g():` + `continuation` (already cut at the stop) against `puzzle`."""
-    return Program(f=puzzle.f, g=G_HEADER + continuation, ans_type=puzzle.ans_type, name=puzzle.name)
+    """The program judging `def g():` + `continuation` (already cut at the stop) against `puzzle`.
+    g's body ends at the first line that starts at column 0: top-level code after it (a
+    `print(f(g()))` after a blank line, say) is not part of g, and would run when g is defined."""
+    lines = continuation.split("\n")
+    end = next((index for index, line in enumerate(lines) if index and line.strip() and not line[0].isspace()),
+               len(lines))  # line 0 is the rest of the `def g():` line
+    body = continuation if end == len(lines) else "\n".join(lines[:end]).rstrip() + "\n"
+    return Program(f=puzzle.f, g=G_HEADER + body, ans_type=puzzle.ans_type, name=puzzle.name)

@@ -15,7 +15,7 @@ from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.search import HFLLM, ScriptedLLM
 from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle
 from codeplay_lightning.solver import (FewShotSolver, PuzzleResult, SearchPuzzleResult, SearchSolver, SolverConfig,
-                                       difficulty)
+                                       candidate_program, difficulty)
 
 EXAMPLES = fewshot_puzzles()[:2]
 
@@ -30,6 +30,18 @@ def test_difficulty_is_attempts_over_passes():
 def test_difficulty_rejects_impossible_counts(attempts, passes):
     with pytest.raises(ValueError):
         difficulty(attempts, passes)
+
+
+@pytest.mark.parametrize("continuation, body", [
+    ('\n    return "morning"\n\nprint(f(g()))', '\n    return "morning"\n'),
+    ('\n    x = "morn"\n\n    return x + "ing"\nassert_ok = 1', '\n    x = "morn"\n\n    return x + "ing"\n'),
+    ('\n    return "morning"\n# done', '\n    return "morning"\n'),
+    ('\n    return "morning"', '\n    return "morning"'),
+])
+def test_a_candidate_is_g_alone_without_the_top_level_code_after_it(sandbox, continuation, body):
+    program = candidate_program(GOOD_MORNING, continuation)
+    assert program.g == "def g():" + body
+    assert sandbox.verify([program])[0].status == "pass"
 
 
 def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
