@@ -50,13 +50,15 @@ class SetterPPOModule(L.LightningModule):
         return self._frozen[0]
 
     def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_actions: int, model: nn.Module | None = None):
-        """Log-probs at the sampling temperature, values V(s_t) and logits for the last `n_actions`
-        tokens: (B, T), (B, T), (B, T, V). `model` (the reference) scores without a value head."""
+        """Log-probs, values V(s_t) and logits for the last `n_actions` tokens: (B, T), (B, T), (B, T, V).
+        Log-probs and logits are those of the sampling distribution (logits divided by the
+        temperature), so the entropy bonus and metric are at that temperature too. `model` (the
+        reference) scores without a value head."""
         start = input_ids.shape[1] - n_actions - 1  # logits at position p predict token p + 1
         output = (model or self.policy)(input_ids=input_ids, attention_mask=attention_mask,
                                         output_hidden_states=model is None, logits_to_keep=n_actions + 1)
-        logits = output.logits[:, :-1].float()  # (B, T, V); the prompt's logits are never computed
-        logprobs = logprobs_from_logits(logits, input_ids[:, start + 1:], self.temperature)
+        logits = output.logits[:, :-1].float() / self.temperature  # (B, T, V); the prompt's are never computed
+        logprobs = logprobs_from_logits(logits, input_ids[:, start + 1:], 1.0)
         if model is not None:
             return logprobs, None, logits
         hidden = output.hidden_states[-1][:, start:-1]  # (B, T, H): the state before each action

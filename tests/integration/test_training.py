@@ -195,10 +195,13 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
     ids = torch.cat([prompt_ids, action_ids], dim=1)
     attention = torch.cat([torch.ones_like(prompt_ids, dtype=torch.float), mask], dim=1)
     with torch.no_grad():
-        logprobs, values, _ = module.score(ids, attention, action_ids.shape[1])
+        logprobs, values, logits = module.score(ids, attention, action_ids.shape[1])
     for row, sampled in enumerate(samples.logprobs):
         torch.testing.assert_close(logprobs[row, :len(sampled)], sampled, atol=1e-4, rtol=1e-4)
     assert values.shape == action_ids.shape
+    # the logits are the sampling distribution's too: the entropy term is at T = 0.7, not at 1
+    from_logits = torch.log_softmax(logits, -1).gather(-1, action_ids.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(from_logits * mask, logprobs * mask, atol=1e-5, rtol=1e-5)
 
 
 def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path, stream_model, char_tokenizer):
