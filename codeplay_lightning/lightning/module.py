@@ -30,11 +30,15 @@ class ValueHead(nn.Module):
 
 class SetterPPOModule(L.LightningModule):
     """`policy` is trained (all of it, or its LoRA adapters); `frozen` (None with LoRA: the adapter-
-    disabled policy) is the KL reference and the Solver's model, kept out of checkpoints."""
+    disabled policy) is the KL reference and the Solver's model, kept out of checkpoints.
+    `rewarded=False` (both reward weights 0: the paper's `none` baseline) computes the losses and
+    metrics but never steps the optimizer: with no reward, what remains is value-head noise."""
 
     def __init__(self, policy: nn.Module, frozen: nn.Module | None, ppo: PPOConfig, temperature: float,
-                 value_hidden: int, detach_value_trunk: bool, identity: dict):
+                 value_hidden: int, detach_value_trunk: bool, identity: dict, rewarded: bool = True):
         super().__init__()
+        self.rewarded = rewarded
+        self._batch_tokens = 0.0  # real action tokens in this rank's current minibatch
         self.identity = identity  # what a checkpoint must have been made with to be resumed here
         self.policy = policy
         self.value_head = ValueHead(policy.config.hidden_size, value_hidden)
@@ -67,6 +71,7 @@ class SetterPPOModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]
+        self._batch_tokens = float(mask.sum()) if mask.numel() else 0.0
         if mask.numel() == 0:  # a rank with no puzzle this iteration still steps with the others
             loss = sum(parameter.sum() * 0 for parameter in self.parameters() if parameter.requires_grad)
             if self.trainer.world_size > 1:  # and joins their metrics' all-reduces (sync_dist), or they hang
@@ -92,6 +97,15 @@ class SetterPPOModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if checkpoint.get("codeplay") != self.identity:
             raise ValueError(f"the checkpoint was made for {checkpoint.get('codeplay')}, not {self.identity}")
+
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer, optimizer_closure=None) -> None:
+        """Step only when some rank's minibatch has a real token (an all-empty minibatch would still
+        move the weights through Adam's momentum) and there is a reward to learn from. The closure
+        (training step and backward) runs on every rank regardless: DDP all-reduces in it."""
+        optimizer_closure()
+        tokens = self.trainer.strategy.reduce(torch.tensor(self._batch_tokens), reduce_op="sum")
+        if self.rewarded and float(tokens) > 0:
+            optimizer.step()
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         trainable = [parameter for parameter in self.parameters() if parameter.requires_grad]

@@ -142,6 +142,25 @@ def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char
     assert any(name.startswith("value_head.") for name in state)
 
 
+def test_the_none_preset_never_updates(tmp_path, stream_model, char_tokenizer):
+    """The paper's no-reward baseline does no optimisation: whitened value-head noise is no signal."""
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "reward.w_difficulty=0",
+                  "reward.w_novelty=0")
+    checkpoint = load_checkpoint(run_dir)
+    assert checkpoint["optimizer_states"][0]["state"] == {}  # Adam never stepped
+    for name, value in stream_model.state_dict().items():
+        assert torch.equal(checkpoint["state_dict"][f"policy.{name}"], value), name
+
+
+def test_empty_minibatches_do_not_step_the_optimizer(tmp_path, stream_model, char_tokenizer):
+    """More minibatches than puzzles: the empty ones must not move the weights through Adam's momentum."""
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "ppo.n_minibatches=40")
+    puzzles = len(read_puzzles(run_dir))
+    assert 0 < puzzles < 40
+    steps = {int(state["step"]) for state in load_checkpoint(run_dir)["optimizer_states"][0]["state"].values()}
+    assert steps == {2 * puzzles}  # ppo_epochs x non-empty minibatches
+
+
 def test_resume_continues_exactly(tmp_path, stream_model, char_tokenizer):
     straight = run(tmp_path / "straight", stream_model, char_tokenizer, "trainer.iterations=4")
     first = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=2")
