@@ -151,13 +151,16 @@ class AppsTask(DescribedTask):
         return Program(f=f, g=g, name=f"{self.name}:{index}")  # f has no annotation: no answer type check
 
     def evaluate(self, program: str) -> Evaluation:
-        """Every test in one sandbox call, so that the workers run them in parallel."""
+        """Every test in one sandbox call, so that the wardens run them in parallel. Only a program
+        that does not compile is buggy, as in the GIF-MCTS authors' APPS simulator: an error or a
+        timeout on some tests depends on the input, and the program keeps the score of the rest."""
+        try:
+            compile(program, "<solution>", "exec", dont_inherit=True)  # compiling runs none of it
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+            return Evaluation(0.0, buggy=True, error=f"{type(error).__name__}: {error}")
         verdicts = self.sandbox.verify([self.test_program(program, index) for index in range(len(self.tests))])
         score = sum(verdict.passed for verdict in verdicts) / len(verdicts)
-        broken = next((verdict for verdict in verdicts if verdict.status not in ("pass", "fail")), None)
-        if broken is not None:
-            return Evaluation(score, buggy=True, error=self.error_text(broken))
-        failed = [index for index, verdict in enumerate(verdicts) if verdict.status == "fail"]
+        failed = [index for index, verdict in enumerate(verdicts) if not verdict.passed]
         if not failed:
             return Evaluation(score, buggy=False)
         if failed[0] < self.visible_tests:
@@ -168,18 +171,22 @@ class AppsTask(DescribedTask):
         return Evaluation(score, buggy=False, failing_example=example)
 
     def error_text(self, verdict: Verdict) -> str:
-        """For the fix prompt: the candidate's traceback as the harness printed it, else the sandbox's word."""
+        """A test the program raised on or ran too long for: its traceback as the harness printed it,
+        else the sandbox's word."""
         if verdict.status == "timeout":
             return (f"Timeout: the program ran longer than {self.sandbox.timeout:g} s on a test "
                     "(an endless loop, or too slow)")
         return verdict.output.strip() or verdict.detail
 
     def wrong_result(self, index: int, verdict: Verdict) -> str:
+        """Test `index` as the improve prompt shows it: what the program printed or returned, or its
+        error when it raised or ran out of time."""
         test_input, expected = self.tests[index]
+        got = verdict.output if verdict.status == "fail" else self.error_text(verdict)
         if self.fn_name is None:
-            return describe_wrong_result(_clip(test_input), _clip(expected), _clip(verdict.output) or "(no output)")
+            return describe_wrong_result(_clip(test_input), _clip(expected), _clip(got) or "(no output)")
         call = f"{self.fn_name}({', '.join(map(repr, test_input))})"
-        return describe_wrong_result(_clip(call), _clip(repr(expected)), _clip(verdict.output))
+        return describe_wrong_result(_clip(call), _clip(repr(expected)), _clip(got))
 
 
 def load_apps(path: Path | str, sandbox: Sandbox) -> list[AppsTask]:
