@@ -38,7 +38,7 @@ class Search(Protocol):
 def make_search(method: str, task: Task, budget: int, seed: int = 0) -> Search:
     """A search of `method` (one of METHODS) on `task` with a budget of `budget` LLM calls."""
     if method == "gif-mcts":
-        return GifMcts(task, GifMctsConfig(budget=budget))
+        return GifMcts(task, GifMctsConfig(budget=budget), seed=seed)
     if method == "worldcoder":
         return WorldCoder(task, budget=budget, seed=seed)
     if method == "sample":

@@ -17,12 +17,20 @@ Choices where the paper is vague (each marked "ours" below):
 - w_G, w_L: per action type, positive weights fitted by one gradient step on log-weights per
   expansion, on the squared error between the estimate made before the expansion and the new child's
   value (0 when buggy); only when v_L exists, since otherwise the estimate does not depend on them.
+
+Where the paper is ambiguous we follow the authors' code (`ucb_score`, `select`, `backprop`):
+- UCT's n is the count of the parent's expanded children of the action's type for an unexpanded
+  action, and the child's own visit count for an expanded child;
+- visits are counted at backpropagation (the new child included, a buggy one too), with the root
+  starting at one: a node revisited for the first time has ln N = 0;
+- ties are broken at random (seeded per search).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 from dataclasses import dataclass, field
 
 from codeplay_lightning.search.llm import LLM
@@ -128,10 +136,11 @@ def split_program(program: str, state_lines: int) -> tuple[str, str]:
 
 
 class GifMcts:
-    def __init__(self, task: Task, config: GifMctsConfig | None = None):
+    def __init__(self, task: Task, config: GifMctsConfig | None = None, seed: int = 0):
         self.task = task
         self.config = config or GifMctsConfig()
-        self.root = Node(ROOT, task.root_code)
+        self.rng = random.Random(seed)  # breaks UCT ties
+        self.root = Node(ROOT, task.root_code, visits=1)
         self.calls = 0
         self.weights = {action: [1.0, 1.0] for action in ESTIMATED}  # [w_G, w_L] per action type
         self.best: Node | None = None
@@ -170,12 +179,10 @@ class GifMcts:
         return SearchResult(best.program if best else "", best.score if best else 0.0, self.calls, self.solved_at)
 
     def select_path(self) -> Selection:
-        """UCT from the root down to an unexpanded action; every node on the path counts a visit."""
+        """UCT from the root down to an unexpanded action (visits are counted at backpropagation)."""
         node, path = self.root, [self.root]
-        self.root.visits += 1
         while not isinstance(choice := self.select(node), str):
             node = choice
-            node.visits += 1
             path.append(node)
         estimate = (self.global_value(choice), self.local_value(node, choice)) if choice in ESTIMATED else None
         return Selection(path, node, choice, estimate)
@@ -201,26 +208,26 @@ class GifMcts:
         """n_{a=a_i}: the node's expanded children of that action type."""
         return sum(child.action == action for child in node.children)
 
-    def exploration_bonus(self, node: Node, action: str) -> float:
-        """C·sqrt(ln N_parent / (n_{a=a_i} + ε)) (app. A)."""
-        config = self.config
-        return config.exploration * math.sqrt(
-            math.log(node.visits) / (self.expanded_count(node, action) + config.visit_offset))
+    def exploration_bonus(self, node: Node, count: int) -> float:
+        """C·sqrt(ln N_parent / (n + ε)) (app. A); n as the module docstring says."""
+        return self.config.exploration * math.sqrt(math.log(node.visits) / (count + self.config.visit_offset))
 
     def uct_scores(self, node: Node) -> list[tuple[float, Node | str]]:
         """UCT of every choice at `node`: its alive children, then its unexpanded actions."""
         scores: list[tuple[float, Node | str]] = []
         for child in node.children:
             if self.alive(child):
-                scores.append((child.selection_value + self.exploration_bonus(node, child.action), child))
+                scores.append((child.selection_value + self.exploration_bonus(node, child.visits), child))
         for action in self.actions(node):
             value = self.unexplored_value(node, action) if action in ESTIMATED else node.selection_value
-            scores.append((value + self.exploration_bonus(node, action), action))
+            scores.append((value + self.exploration_bonus(node, self.expanded_count(node, action)), action))
         return scores
 
     def select(self, node: Node) -> Node | str:
-        """The highest UCT choice (the first one on ties)."""
-        return max(self.uct_scores(node), key=lambda scored: scored[0])[1]
+        """The highest UCT choice, ties broken at random."""
+        scores = self.uct_scores(node)
+        best = max(score for score, _ in scores)
+        return self.rng.choice([choice for score, choice in scores if score == best])
 
     # ------------------------------------------------------------------ unexplored value (app. A)
 
@@ -274,7 +281,7 @@ class GifMcts:
         state, rollout = split_program(program, state_lines)
         child = Node(action, state, rollout, score=evaluation.score, buggy=evaluation.buggy,
                      error=evaluation.error, failing_example=evaluation.failing_example,
-                     fix_depth=node.fix_depth + 1 if action == FIX else 0, visits=1)
+                     fix_depth=node.fix_depth + 1 if action == FIX else 0)
         node.children.append(child)  # the parent's action of this type stays open: progressive widening
         if child.buggy:
             # 0.99, decreasing linearly to 0 after f failed fixes (app. A); shared by the whole chain
@@ -302,19 +309,21 @@ class GifMcts:
         return next((node for node in self.root.walk() if any(c is target for c in node.children)), None)
 
     def backpropagate(self, path: list[Node], child: Node) -> None:
-        """Add the child's score to it and its ancestors (γ = 1). A buggy child's temporary value is
-        never backpropagated (app. A), nor is its 0 (ours)."""
-        if child.buggy:
-            return
+        """Count a visit of the child and its ancestors and add the child's score to them (γ = 1). A
+        buggy child's temporary value is never backpropagated (app. A), nor is its 0 (ours)."""
         for node in [*path, child]:
-            node.value_sum += child.score
-            node.value_count += 1
+            node.visits += 1
+            if not child.buggy:
+                node.value_sum += child.score
+                node.value_count += 1
 
     # ------------------------------------------------------------------ serialisation
 
     def to_json(self) -> str:
+        version, internal, gauss_next = self.rng.getstate()
         return json.dumps({"method": "gif-mcts", "calls": self.calls, "solved_at": self.solved_at,
-                           "weights": self.weights, "root": self.root.to_dict()})
+                           "weights": self.weights, "rng": [version, list(internal), gauss_next],
+                           "root": self.root.to_dict()})
 
     @classmethod
     def from_json(cls, text: str, task: Task, config: GifMctsConfig | None = None) -> GifMcts:
@@ -323,6 +332,8 @@ class GifMcts:
         search = cls(task, config)
         search.root, search.calls, search.solved_at = Node.from_dict(data["root"]), data["calls"], data["solved_at"]
         search.weights = {action: list(weights) for action, weights in data["weights"].items()}
+        version, internal, gauss_next = data["rng"]
+        search.rng.setstate((version, tuple(internal), gauss_next))
         scored = [node for node in search.root.walk() if node.action != ROOT]
         search.best = max(scored, key=lambda node: node.score, default=None)
         return search

@@ -76,7 +76,7 @@ def test_generate_keeps_two_new_lines_as_state_and_the_rest_as_rollout():
 def test_uct_choice_priors_and_weight_fit_hand_computed():
     tree, llm = search([gen(0.4), gen(0.0)])
     first = tree.iterate(llm)
-    tree.root.visits += 1  # as iterate() does at the start of the second pass
+    assert (tree.root.visits, first.visits) == (2, 1)  # visits count at backpropagation, the root from 1
     scores = {id(choice) if isinstance(choice, Node) else choice: uct for uct, choice in tree.uct_scores(tree.root)}
     v_global = (0.5 * 2 + 0.4) / 3  # generate prior 0.5 with count 2, plus the first child's 0.4
     v_local = 0.4
@@ -85,7 +85,6 @@ def test_uct_choice_priors_and_weight_fit_hand_computed():
     assert scores[id(first)] == pytest.approx(0.4 + bonus(2, 1))
     assert scores[GENERATE] == pytest.approx((v_global + v_local) / 2 + bonus(2, 1))  # w_G = w_L = 1
     assert tree.select(tree.root) == GENERATE  # 0.4333 > 0.4: a second generate at the root
-    tree.root.visits -= 1
     second = tree.iterate(llm)
     assert tree.root.children == [first, second]
     assert tree.global_value(GENERATE) == pytest.approx((1.0 + 0.4 + 0.0) / 4)
@@ -143,7 +142,30 @@ def test_successful_fix_sets_the_chain_value_and_backpropagates():
     assert fixed.action == FIX and not fixed.buggy
     assert buggy.value == pytest.approx(0.7) and buggy.selection_value == pytest.approx(0.7)
     assert tree.root.value == pytest.approx(0.7) and tree.root.value_count == 1
-    assert (tree.root.visits, buggy.visits, fixed.visits) == (2, 2, 1)
+    assert (tree.root.visits, buggy.visits, fixed.visits) == (3, 2, 1)  # the root starts at 1
+
+
+def test_an_explored_childs_bonus_counts_its_own_visits_as_in_the_authors_code():
+    tree, llm = search([gen(0.4), gen(0.4)])
+    first, second = tree.iterate(llm), tree.iterate(llm)
+    first.visits, second.visits, tree.root.visits = 15, 1, 17
+    scores = {id(choice): uct for uct, choice in tree.uct_scores(tree.root) if isinstance(choice, Node)}
+    assert scores[id(first)] == pytest.approx(0.4 + 0.1 * math.sqrt(math.log(17) / 16))
+    assert scores[id(second)] == pytest.approx(0.4 + 0.1 * math.sqrt(math.log(17) / 2))
+    assert tree.select(tree.root) is not first  # the less visited sibling (or a fresh generate) wins
+
+
+def test_uct_ties_are_broken_at_random_reproducibly_by_seed():
+    def picks(seed: int) -> list[int]:
+        tree = GifMcts(FakeTask(), GifMctsConfig(budget=50), seed=seed)
+        llm = ScriptedLLM([gen(0.4)] * 3)
+        children = [tree.iterate(llm) for _ in range(3)]
+        for child in children:  # three identical siblings: equal UCT, and above every fresh action
+            child.value_sum, child.value_count, child.visits = 0.9, 1, 1
+        return [children.index(tree.select(tree.root)) for _ in range(30)]
+
+    assert picks(0) == picks(0)
+    assert set(picks(0)) == {0, 1, 2} and picks(0) != picks(1)
 
 
 def test_early_stop_at_value_one():
