@@ -20,6 +20,7 @@ class SamplingConfig:
     temperature: float = 1.0  # 0 means greedy; log-probs are then taken at temperature 1
     top_p: float = 1.0  # nucleus mass to sample from; 1.0 samples from the full distribution
     stop_strings: tuple[str, ...] = ()  # a row stops once its continuation contains one of these
+    top_k: int = 0  # sample from the k most likely tokens only (then top_p within them); 0: no limit
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -28,6 +29,8 @@ class SamplingConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0: no limit), got {self.top_k}")
         if any(stop == "" for stop in self.stop_strings):
             raise ValueError("stop_strings must not contain the empty string")
 
@@ -81,7 +84,8 @@ def sample(
     for step in range(config.max_new_tokens):
         row_generators = [generators[i] for i in rows] if generators is not None else None
         uniforms = _uniforms(row_generators, len(rows), logits.device)  # (B,)
-        tokens, token_logprobs = pick_tokens(logits, config.temperature, config.top_p, uniforms)  # (B,), (B,)
+        tokens, token_logprobs = pick_tokens(logits, config.temperature, config.top_p, uniforms,  # (B,), (B,)
+                                             config.top_k)
         for i, token, logprob in zip(rows, tokens.tolist(), token_logprobs.tolist()):
             new_ids[i].append(token)
             new_logprobs[i].append(logprob)
@@ -186,14 +190,15 @@ def _new_cache(model: PreTrainedModel, max_cache_len: int) -> Cache:
 
 
 def pick_tokens(
-    logits: torch.Tensor, temperature: float, top_p: float, uniforms: torch.Tensor
+    logits: torch.Tensor, temperature: float, top_p: float, uniforms: torch.Tensor, top_k: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Choose one token per row of `logits` (B, V) and return `(tokens, logprobs)`, both (B,).
 
     Temperature 0 takes the argmax and reports its log-prob at temperature 1. Otherwise a token is
-    drawn by inverse CDF with `uniforms` (B,) in [0, 1) from the top-p nucleus of
-    softmax(logits / T), and its log-prob is log_softmax(logits / T) over the full vocabulary:
-    top-p only restricts what can be drawn, it does not change the reported log-prob.
+    drawn by inverse CDF with `uniforms` (B,) in [0, 1) from softmax(logits / T) restricted to the
+    `top_k` most likely tokens (when > 0) and then to the top-p nucleus of those, as Hugging Face
+    applies them; its log-prob is log_softmax(logits / T) over the full vocabulary: the
+    restrictions only limit what can be drawn, they do not change the reported log-prob.
     """
     if temperature == 0:
         logprobs = torch.log_softmax(logits, dim=-1)  # (B, V)
@@ -201,16 +206,20 @@ def pick_tokens(
     else:
         logprobs = torch.log_softmax(logits / temperature, dim=-1)  # (B, V)
         probs = logprobs.exp()  # (B, V)
-        if top_p < 1:  # the most likely tokens until their mass reaches top_p; the sort costs ~50 ms at B=32
+        restricted = top_p < 1 or 0 < top_k < probs.shape[-1]
+        if restricted:  # the most likely tokens until their mass reaches top_p; the sort costs ~50 ms at B=32
             probs, order = probs.sort(dim=-1, descending=True)  # (B, V), (B, V)
-            mass_before = probs.cumsum(dim=-1) - probs  # (B, V): mass of strictly more likely tokens
-            probs = probs.masked_fill(mass_before >= top_p, 0.0)  # (B, V), the top token always kept
+            if top_k:
+                probs[:, top_k:] = 0.0
+            mass_before = probs.cumsum(dim=-1) - probs  # (B, V): mass of strictly more likely kept tokens
+            nucleus = top_p * probs.sum(dim=-1, keepdim=True)  # (B, 1): top_p of what top_k kept
+            probs = probs.masked_fill(mass_before >= nucleus, 0.0)  # (B, V), the top token always kept
         cdf = probs.cumsum(dim=-1)  # (B, V)
         total = cdf[:, -1:].contiguous()  # (B, 1)
         positions = torch.searchsorted(cdf, uniforms[:, None] * total, right=True)  # (B, 1): first cdf > u * total
         last_possible = torch.searchsorted(cdf, total)  # (B, 1): first cdf entry reaching the total
         positions = torch.minimum(positions, last_possible)  # rounding can put u * total at the very end
-        tokens = (order.gather(-1, positions) if top_p < 1 else positions).squeeze(-1)  # (B,)
+        tokens = (order.gather(-1, positions) if restricted else positions).squeeze(-1)  # (B,)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 

@@ -128,6 +128,8 @@ class OpenAILLM:
             "top_p": self.sampling.top_p,
             "stop": list(self.sampling.stop_strings) or None,
             "seed": seed,
+            # not in OpenAI's API; llama.cpp's and vLLM's servers read it from the request body
+            "extra_body": {"top_k": self.sampling.top_k} if self.sampling.top_k else None,
         }
         try:
             if self.chat:

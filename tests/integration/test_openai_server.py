@@ -61,6 +61,15 @@ def test_stop_strings_end_the_completion_before_them(server_url):
     assert llm.usage.completion_tokens < 2 * sampling.max_new_tokens  # stopped early, not cut by the cap
 
 
+def test_top_k_reaches_the_server(server_url):
+    """top_k = 1 at a high temperature is greedy whatever the seed; without it the draws differ."""
+    (greedy,) = OpenAILLM(server_url, "smollm2", GREEDY, chat=False).complete(PROMPTS[1:])
+    for top_k, only_greedy in ((1, True), (0, False)):
+        llm = OpenAILLM(server_url, "smollm2", SamplingConfig(16, 1.5, top_k=top_k), chat=False, seed=0)
+        draws = set(llm.complete(PROMPTS[1:] * 4))
+        assert (draws == {greedy}) is only_greedy, draws
+
+
 def test_load_llm_gives_an_openai_llm_that_answers(server_url):
     llm = load_llm(f"openai:{server_url}#smollm2", SamplingConfig(max_new_tokens=16, temperature=0.7), chat=True)
     assert isinstance(llm, OpenAILLM)

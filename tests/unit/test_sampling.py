@@ -117,6 +117,22 @@ def test_top_p_draws_only_from_the_nucleus_and_reports_full_vocabulary_logprobs(
     torch.testing.assert_close(logprobs, probs.log()[tokens])
 
 
+@pytest.mark.parametrize("top_k, top_p, drawn, share_of_token_1", [
+    (1, 1.0, {1}, 1.0),
+    (2, 1.0, {1, 3}, 0.5 / 0.8),
+    (3, 0.7, {1, 3}, 0.5 / 0.8),  # top-p of the kept 0.95: 0.5 + 0.3 >= 0.665
+    (3, 0.5, {1}, 1.0),  # 0.5 >= 0.475
+    (4, 1.0, {0, 1, 2, 3}, 0.5),
+])
+def test_top_k_keeps_the_k_most_likely_then_top_p_within_them(top_k, top_p, drawn, share_of_token_1):
+    probs = torch.tensor([0.05, 0.5, 0.15, 0.3])
+    uniforms = torch.rand(4000, generator=torch.Generator().manual_seed(0))
+    tokens, logprobs = pick_tokens(probs.log().expand(4000, 4), 1.0, top_p, uniforms, top_k=top_k)
+    assert set(tokens.tolist()) == drawn
+    assert abs((tokens == 1).float().mean().item() - share_of_token_1) < 0.03
+    torch.testing.assert_close(logprobs, probs.log()[tokens])  # always the full vocabulary's
+
+
 def test_without_top_p_tokens_are_drawn_with_their_probabilities():
     probs = torch.tensor([0.05, 0.5, 0.15, 0.3])
     uniforms = torch.rand(4000, generator=torch.Generator().manual_seed(0))
