@@ -64,8 +64,8 @@ def generate_episodes(model, tokenizer, prompt: str, n_envs: int, n_steps: int, 
                          [row_generators[i] for i in streams], [budgets[i] for i in streams])
         for stream, text, token_ids, finished in zip(streams, samples.texts, samples.token_ids, samples.finished):
             budgets[stream] -= len(token_ids)
-            if finished:
-                episodes.append(Episode(text, token_ids))
+            if finished:  # a newline the token-consistent prompt left to the model is not the puzzle's
+                episodes.append(Episode(text.lstrip("\n"), token_ids))
             else:
                 truncated += 1
     return episodes, truncated

@@ -17,7 +17,7 @@ from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, ref
 from codeplay_lightning.config import ConfigError, TrainConfig, to_yaml
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.lightning import ArchiveDataModule, RolloutCallback, SetterPPOModule
-from codeplay_lightning.models import load_causal_lm
+from codeplay_lightning.models import load_causal_lm, token_consistent_prompt
 from codeplay_lightning.puzzles import (Puzzle, bundled_puzzles, fewshot_puzzles, in_classes, load_p3, load_p3_split,
                                         setter_prompt)
 from codeplay_lightning.search import HFLLM, LLM, load_llm
@@ -57,7 +57,9 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
                                  rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0)
         datamodule = ArchiveDataModule(NoveltyArchive(embedder.get_embedding_dimension()), config.ppo,
                                        config.trainer.seed)
-        rollout = RolloutCallback(config, tokenizer, setter_prompt(examples), solver, embedder, reference_distance,
+        # the prompt ends where a blank line ends inside the few-shot block: before the next `def f`
+        prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
+        rollout = RolloutCallback(config, tokenizer, prompt, solver, embedder, reference_distance,
                                   generator)
         trainer = L.Trainer(
             max_epochs=config.trainer.iterations, precision=config.trainer.precision,

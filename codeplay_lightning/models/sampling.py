@@ -35,6 +35,20 @@ class SamplingConfig:
             raise ValueError("stop_strings must not contain the empty string")
 
 
+def token_consistent_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, following: str) -> str:
+    """The longest prefix of `prompt` whose tokens alone are the tokens it has when `following`
+    comes after it, as inside the few-shot block the prompt repeats. A prompt must not end in a
+    token its examples never show: SmolLM2's tokenizer makes a final blank line one token, but two
+    inside the block, and every puzzle then began with a newline the examples never have. What is
+    cut off the end (that newline), the model generates."""
+    inside = tokenizer(prompt + following, add_special_tokens=False)["input_ids"]
+    for end in range(len(prompt), 0, -1):  # in practice a character or two at most
+        ids = tokenizer(prompt[:end], add_special_tokens=False)["input_ids"]
+        if ids == inside[:len(ids)]:
+            return prompt[:end]
+    raise ValueError("no prefix of the prompt tokenizes as it does inside its own text")
+
+
 @dataclass(frozen=True)
 class Samples:
     """One entry per prompt, in prompt order."""

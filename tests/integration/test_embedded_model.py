@@ -95,3 +95,22 @@ def test_writing_or_reading_the_cache_draws_nothing_from_the_global_rng(tmp_path
     untouched = torch.rand(4)
     assert torch.equal(states[0][0], untouched) and torch.equal(states[1][0], untouched)
     assert torch.equal(states[0][1], states[1][1])
+
+
+@pytest.mark.slow
+def test_the_setter_prompt_ends_on_smollm2s_own_block_tokens():
+    """SmolLM2 tokenizes a final blank line as one token, two inside the block: the prompt ends
+    after the first newline (valid puzzles went from 10/55 to 60/106 on the embedded model)."""
+    from transformers import AutoTokenizer
+
+    from codeplay_lightning.models import token_consistent_prompt
+    from codeplay_lightning.puzzles import setter_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(loading.embedded_model_dir())
+    examples = fewshot_puzzles()[:6]
+    prompt = setter_prompt(examples)
+    consistent = token_consistent_prompt(tokenizer, prompt, examples[0].f)
+    assert prompt[len(consistent):] == "\n"
+    ids = tokenizer(consistent)["input_ids"]
+    assert ids == tokenizer(prompt + examples[0].f)["input_ids"][:len(ids)]
+    assert tokenizer(prompt)["input_ids"][-1] != ids[-1]  # the merged blank line the block never has

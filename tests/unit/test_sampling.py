@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import string
 
 import pytest
 import torch
 
-from codeplay_lightning.models.sampling import SamplingConfig, Samples, pick_tokens, sample
+from codeplay_lightning.models.sampling import SamplingConfig, Samples, pick_tokens, sample, token_consistent_prompt
 
 PROMPTS = ["def f(x: int):\n    return x > 3\n", "a", "assert f(g())\n\ndef g():"]
 FEW_SHOT = "def f(s: str):\n    return s == 'ab'\n\ndef g():\n    return 'ab'\n\nassert f(g())\n\n"
@@ -186,3 +187,32 @@ def test_sample_rejects_mismatched_generators_and_empty_prompts(tiny_llama, char
         sample(tiny_llama, char_tokenizer, PROMPTS, config, generators([1]))
     with pytest.raises(ValueError, match="no tokens"):
         sample(tiny_llama, char_tokenizer, ["a", ""], config)
+
+
+def _gpt2_like_tokenizer():
+    """Characters, one merge ("\n\n") and GPT-2's whitespace rule: a run of whitespace before a word
+    leaves its last character to stand alone, so a blank line is "\n\n" at the end of a text but
+    "\n", "\n" before `def`, as SmolLM2's tokenizer does."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {char: index for index, char in enumerate(dict.fromkeys(string.printable))}
+    vocab["\n\n"] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab, [("\n", "\n")]))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"\s+(?!\S)|\s+|[^\s]+"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=backend)
+
+
+def test_a_prompt_ends_on_the_tokens_its_own_block_has_there(char_tokenizer):
+    from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
+
+    examples = fewshot_puzzles()[:2]
+    prompt = setter_prompt(examples)
+    tokenizer = _gpt2_like_tokenizer()
+    consistent = token_consistent_prompt(tokenizer, prompt, examples[0].f)
+    assert consistent == prompt[:-1]  # the final blank line's second newline is left to the model
+    ids = tokenizer(consistent)["input_ids"]
+    assert ids == tokenizer(prompt + examples[0].f)["input_ids"][:len(ids)]
+    assert tokenizer(prompt)["input_ids"][-1] == tokenizer.convert_tokens_to_ids("\n\n")  # what went wrong
+    assert token_consistent_prompt(char_tokenizer, prompt, examples[0].f) == prompt  # nothing to fix here
