@@ -87,7 +87,7 @@ class ModelConfig:
 
 @dataclass
 class RolloutConfig:
-    n_envs: int = 8  # parallel Setter streams (paper: 64)
+    n_envs: int = 8  # parallel Setter streams in all, shared among the devices (paper: 64)
     n_steps: int = 96  # token steps per stream per iteration (paper: 128)
     temperature: float = 0.8  # the paper's sampling temperature; log-probs are taken at it
     top_p: float = 1.0

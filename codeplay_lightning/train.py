@@ -41,8 +41,10 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
     policy, frozen = _trainable(policy, config)
     examples = fewshot_puzzles()[:config.rollout.fewshot]
     embedder = load_embedder(config.reward.embedder)
-    reference_distance = reference_mean_distance(embed(embedder, [p.f for p in _reference_puzzles(config)]))
-    log.info("novelty normaliser: mean pairwise distance %.4f", reference_distance)
+    reference, reference_name = _reference_puzzles(config)
+    reference_distance = reference_mean_distance(embed(embedder, [p.f for p in reference]))
+    log.info("novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)", reference_distance,
+             len(reference), reference_name)
 
     logger = TensorBoardLogger(config.trainer.run_root, name=config.name,
                                version=_version_of(checkpoint) if checkpoint else None, default_hp_metric=False)
@@ -119,11 +121,13 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
                  batch_size=solver.batch_size, generator=generator)
 
 
-def _reference_puzzles(config: TrainConfig):
+def _reference_puzzles(config: TrainConfig) -> tuple[list, str]:
+    """The puzzles R_n's distances are normalised by, and which they are: P3's train split when
+    `reward.reference` gives P3's puzzles.json, else the bundled puzzles."""
     if config.reward.reference is None:
-        return bundled_puzzles()
+        return bundled_puzzles(), "the bundled puzzles; set reward.reference to P3's puzzles.json for its train split"
     split = load_p3_split(config.reward.reference_split)
-    return in_classes(load_p3(config.reward.reference), split["train"])
+    return in_classes(load_p3(config.reward.reference), split["train"]), f"P3's train split of {config.reward.reference}"
 
 
 def find_checkpoint(config: TrainConfig, resume: str) -> str:

@@ -90,7 +90,8 @@ class Sandbox:
             raise ValueError(f"memory_mb must be a whole number of at least 64, got {memory_mb!r}")
         self.size, self.timeout = workers, float(timeout)
         self._settings = {"timeout": self.timeout, "memory_mb": memory_mb, "output_chars": output_chars,
-                          "recursion_limit": recursion_limit}
+                          "recursion_limit": recursion_limit,
+                          "supervisor_pid": os.getpid()}  # unused inside: names the owner in `ps`
         self._frame_limit = 4 * (output_chars + 8192) + 65536  # a verdict: detail, output, UTF-8 at worst
         self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()

@@ -53,7 +53,8 @@ class RolloutCallback(L.Callback):
         sandbox_before = self.solver.sandbox.busy_seconds
         rollout = self.config.rollout
         with torch.no_grad(), trainer.precision_plugin.forward_context():
-            episodes, truncated = generate_episodes(module.policy, self.tokenizer, self.setter_prompt, rollout.n_envs,
+            streams = rank_share(rollout.n_envs, trainer.global_rank, trainer.world_size)
+            episodes, truncated = generate_episodes(module.policy, self.tokenizer, self.setter_prompt, streams,
                                                     rollout.n_steps, rollout.temperature, rollout.top_p, self.generator)
             clock.lap("setter_sampling")
             texts = [episode.text for episode in episodes]
@@ -207,3 +208,9 @@ def _gather_puzzles(texts, embeddings):
     everyone = from_every_rank((list(texts), embeddings))
     offset = sum(len(t) for t, _ in everyone[:rank()])
     return [t for ts, _ in everyone for t in ts], np.concatenate([e for _, e in everyone]), offset
+
+
+def rank_share(total: int, rank: int, world_size: int) -> int:
+    """This rank's part of `total` Setter streams: `rollout.n_envs` counts them across all devices,
+    as the paper's 64 do, so adding devices does not change the buffer."""
+    return total // world_size + (rank < total % world_size)

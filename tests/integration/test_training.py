@@ -142,6 +142,12 @@ def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char
     assert any(name.startswith("value_head.") for name in state)
 
 
+@pytest.mark.parametrize("total, world_size", [(64, 4), (8, 3), (2, 2), (3, 8)])
+def test_n_envs_counts_the_streams_of_all_devices(total, world_size):
+    shares = [rollout_callback.rank_share(total, rank, world_size) for rank in range(world_size)]
+    assert sum(shares) == total and max(shares) - min(shares) <= 1
+
+
 def test_the_none_preset_never_updates(tmp_path, stream_model, char_tokenizer):
     """The paper's no-reward baseline does no optimisation: whitened value-head noise is no signal."""
     run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "reward.w_difficulty=0",
