@@ -72,6 +72,9 @@ class SetterPPOModule(L.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]
         self._batch_tokens = float(mask.sum()) if mask.numel() else 0.0
+        # A minibatch is whole puzzles (sequences), not a token count as in RL4LMs: see the README
+        self.log_dict({"ppo/minibatch_sequences": float(len(mask)), "ppo/minibatch_tokens": self._batch_tokens},
+                      on_step=False, on_epoch=True, batch_size=1, sync_dist=True)
         if mask.numel() == 0:  # a rank with no puzzle this iteration still steps with the others
             loss = sum(parameter.sum() * 0 for parameter in self.parameters() if parameter.requires_grad)
             if self.trainer.world_size > 1:  # and joins their metrics' all-reduces (sync_dist), or they hang
