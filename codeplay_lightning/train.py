@@ -55,7 +55,9 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
         solver = _solver(config, frozen if frozen is not None else policy, tokenizer, sandbox, examples, generator)
         module = SetterPPOModule(policy, frozen, config.ppo, config.rollout.temperature, config.model.value_hidden,
                                  config.model.detach_value_trunk,
-                                 identity={"model": config.model.name, "lora_rank": config.model.lora_rank},
+                                 identity={"model": config.model.name, "lora_rank": config.model.lora_rank,
+                                           "reward": [config.reward.w_difficulty, config.reward.w_novelty,
+                                                      config.reward.combine]},
                                  rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0)
         datamodule = ArchiveDataModule(NoveltyArchive(embedder.get_embedding_dimension()), config.ppo,
                                        config.trainer.seed)

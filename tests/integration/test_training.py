@@ -65,7 +65,7 @@ def load_checkpoint(run_dir: Path) -> dict:
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_config_file_loads_and_validates(path):
     config = load_config([path])
-    assert config.name == ("balanced" if path.stem == "base" else path.stem)
+    assert config.name == ("balanced" if path.stem in ("base", "paper") else path.stem)
     if path.stem in ("none", "difficulty", "novelty", "balanced", "novelty_biased"):
         weights = {"none": (0, 0), "difficulty": (1, 0), "novelty": (0, 1), "balanced": (1, 1),
                    "novelty_biased": (0.5, 1.5)}[path.stem]
@@ -195,6 +195,18 @@ def test_checkpoint_of_another_model_is_refused(tmp_path, stream_model, char_tok
     run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
     with pytest.raises(ValueError, match="checkpoint was made for"):
         run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "model.lora_rank=4", resume="auto")
+
+
+@pytest.mark.parametrize("preset", ["difficulty", "novelty"])
+def test_the_paper_scale_keeps_the_weight_presets_run_name_and_root(preset):
+    config = load_config([CONFIGS / f"{preset}.yaml", CONFIGS / "paper.yaml"])
+    assert (config.name, config.trainer.run_root) == (preset, "runs/paper")
+
+
+def test_checkpoint_made_with_other_reward_weights_is_refused(tmp_path, stream_model, char_tokenizer):
+    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
+    with pytest.raises(ValueError, match="checkpoint was made for"):
+        run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "reward.w_novelty=0", resume="auto")
 
 
 def test_missing_checkpoint_never_starts_afresh(tmp_path, stream_model, char_tokenizer):
