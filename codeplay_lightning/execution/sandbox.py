@@ -54,6 +54,8 @@ class Verdict:
     detail: str  # why, for anything but a pass: exception and short traceback, f's return value, ...
     seconds: float
     output: str = ""  # what g and then f printed, capped
+    answer: str = ""  # repr of g's answer (shortened), when g gave one
+    returned: str = ""  # repr of what f returned for it, when f returned
 
     @property
     def passed(self) -> bool:
@@ -243,12 +245,12 @@ class Sandbox:
         if kind == "fatal" and len(frame) == 2 and not warden.ready:
             self._discard(warden)
             raise RuntimeError(f"a sandbox warden failed to start:\n{frame[1]}")
-        if kind == "verdict" and len(frame) == 6 and warden.task is not None and run is not None:
-            _, sequence, status, seconds_text, detail, output = frame
+        if kind == "verdict" and len(frame) == 8 and warden.task is not None and run is not None:
+            _, sequence, status, seconds_text, detail, output, answer, returned = frame
             seconds = _seconds(seconds_text)
             if sequence == str(warden.sequence) and status in STATUSES and seconds is not None:
                 index, warden.task = warden.task, None
-                run.finish(index, Verdict(status, detail, seconds, output))
+                run.finish(index, Verdict(status, detail, seconds, output, answer, returned))
                 return True
         self._lost(warden, run, f"its warden broke the protocol (a {kind[:20]!r} frame of {len(frame)} fields)")
         return False

@@ -383,41 +383,44 @@ def describe(error: BaseException, name: str, source: str, frames: int = 4) -> s
 
 
 def run_g(code, source: str, answer_type: str) -> list[str]:
-    """Runs in a runner: ["answer", JSON text], or [status, detail] when g gave no answer to judge."""
+    """Runs in a runner: ["answer", JSON text, repr of the answer], or [status, detail, repr of the
+    answer or ""] when g gave no answer to judge."""
     try:
         answer = instantiate(code, "g")()
         if answer_type and not type_matches(answer, parse_answer_type(answer_type)):
-            return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}"]
-        return ["answer", encode_answer(answer, answer_type)]
+            return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}", safe_repr(answer)]
+        return ["answer", encode_answer(answer, answer_type), safe_repr(answer)]
     except ProgramError as error:
-        return [error.status, error.detail]
+        return [error.status, error.detail, ""]
     except MemoryError as error:
-        return ["memory", describe(error, "g", source)]
+        return ["memory", describe(error, "g", source), ""]
     except BaseException as error:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, anything g raises
-        return ["error", describe(error, "g", source)]
+        return ["error", describe(error, "g", source), ""]
 
 
 def judge_answer(code, source: str, answer_type: str, text: str) -> list[str]:
-    """Runs in a judge: [status, detail] for f on the answer that `text` encodes."""
+    """Runs in a judge: [status, detail, repr of the answer, repr of what f returned] for f on the
+    answer that `text` encodes ("" where there is none)."""
     try:
         answer = decode_answer(text, answer_type)
     except RecursionError:
-        return ["error", f"the answer nests deeper than {ANSWER_DEPTH} levels"]
+        return ["error", f"the answer nests deeper than {ANSWER_DEPTH} levels", "", ""]
     except ValueError as error:
-        return ["error", f"the answer is not JSON: {str(error)[:200]}"]
+        return ["error", f"the answer is not JSON: {str(error)[:200]}", "", ""]
+    shown = safe_repr(answer)
     if answer_type and not type_matches(answer, parse_answer_type(answer_type)):
-        return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}"]
+        return ["fail", f"answer {shown} is not of type {answer_type}", shown, ""]
     try:
         result = instantiate(code, "f")(answer)
         if result is True:
-            return ["pass", ""]
-        return ["fail", f"f returned {safe_repr(result)} for x = {safe_repr(answer)}"]
+            return ["pass", "", shown, "True"]
+        return ["fail", f"f returned {safe_repr(result)} for x = {shown}", shown, safe_repr(result)]
     except ProgramError as error:
-        return [error.status, error.detail]
+        return [error.status, error.detail, shown, ""]
     except MemoryError as error:
-        return ["memory", describe(error, "f", source)]
+        return ["memory", describe(error, "f", source), shown, ""]
     except BaseException as error:  # noqa: BLE001
-        return ["error", describe(error, "f", source)]
+        return ["error", describe(error, "f", source), shown, ""]
 
 
 # ---------------------------------------------------------------- isolation
@@ -618,30 +621,31 @@ class Warden:
                 return
             _, sequence, f, g, ans_type, typed = request
             try:
-                status, detail, seconds, output = self.run(f, g, ans_type if typed == "1" else None)
+                status, detail, seconds, output, answer, returned = self.run(f, g, ans_type if typed == "1" else None)
             except SupervisorGone:
                 return
-            write_all(self.reply_fd, pack("verdict", sequence, status, repr(seconds), detail, output))
+            write_all(self.reply_fd, pack("verdict", sequence, status, repr(seconds), detail, output, answer, returned))
 
-    def run(self, f: str, g: str, ans_type: str | None) -> tuple[str, str, float, str]:
-        """(status, detail, seconds, output) for one program."""
+    def run(self, f: str, g: str, ans_type: str | None) -> tuple[str, str, float, str, str, str]:
+        """(status, detail, seconds, output, repr of g's answer, repr of what f returned) for one program."""
         started = time.monotonic()
         deadline = started + self.timeout
         try:
             f_code, answer_type = self._puzzle(f, ans_type)
             g_code = compile_source(g, "g")
         except ProgramError as error:
-            return error.status, error.detail, time.monotonic() - started, ""
-        status, detail, output = self._run_g(g_code, g, answer_type, deadline)
+            return error.status, error.detail, time.monotonic() - started, "", "", ""
+        status, detail, answer, output = self._run_g(g_code, g, answer_type, deadline)
+        returned = ""
         if status == "answer":
-            status, detail, judge_output = self._judge(f_code, f, answer_type, detail, deadline)
+            status, detail, answer, returned, judge_output = self._judge(f_code, f, answer_type, detail, deadline)
             output += judge_output
         seconds = time.monotonic() - started
         if seconds > self.timeout and status != "timeout":
             status, detail = "timeout", f"g and f took {seconds:.2f} s, over the {self.timeout:g} s limit"
         if len(output) > self.output_chars + 200:  # g's and f's capped outputs together
             output = output[:self.output_chars] + "\n[... more characters dropped]"
-        return status, detail[:DETAIL_CHARS], seconds, output
+        return status, detail[:DETAIL_CHARS], seconds, output, answer[:DETAIL_CHARS], returned[:DETAIL_CHARS]
 
     def _puzzle(self, f: str, ans_type: str | None) -> tuple:
         """(f's code, the answer type) of the program's puzzle; ProgramError if f cannot be judged."""
@@ -661,8 +665,9 @@ class Warden:
             raise self.puzzle[2]
         return self.puzzle[2]
 
-    def _judge(self, code, f: str, answer_type: str, answer: str, deadline: float) -> tuple[str, str, str]:
-        """(status, detail, output) of f on the answer, in the puzzle's judge (started on first use)."""
+    def _judge(self, code, f: str, answer_type: str, answer: str, deadline: float) -> tuple[str, ...]:
+        """(status, detail, answer repr, returned repr, output) of f on the answer, in the puzzle's judge
+        (started on first use)."""
         if self.judge is None:
             to_judge_read, to_judge_write = os.pipe()
             from_judge_read, from_judge_write = os.pipe()
@@ -677,14 +682,14 @@ class Warden:
             reply = channel.receive(deadline) if channel.send(pack("judge", answer), deadline) else None
         except Deadline:
             self._stop_judge()
-            return "timeout", f"f ran past the {self.timeout:g} s limit", ""
+            return "timeout", f"f ran past the {self.timeout:g} s limit", "", "", ""
         except ValueError as error:
             reply = [f"a malformed frame: {error}"]
-        if reply is None or len(reply) != 4 or reply[0] != "done" or reply[1] not in JUDGE_STATUSES:
+        if reply is None or len(reply) != 6 or reply[0] != "done" or reply[1] not in JUDGE_STATUSES:
             how = self._stop_judge()
             why = how if reply is None else "it broke the protocol"
-            return "error", f"f's process ended without a verdict: {why}", ""
-        return reply[1], reply[2], reply[3]
+            return "error", f"f's process ended without a verdict: {why}", "", "", ""
+        return tuple(reply[1:])
 
     def _stop_judge(self) -> str:
         """Kill the live judge and everything it started; says how it had ended."""
@@ -698,8 +703,9 @@ class Warden:
         self._empty_workspace()
         return how
 
-    def _run_g(self, code, g: str, answer_type: str, deadline: float) -> tuple[str, str, str]:
-        """("answer", JSON text, output), or (status, detail, output) of a program that gave none."""
+    def _run_g(self, code, g: str, answer_type: str, deadline: float) -> tuple[str, str, str, str]:
+        """("answer", JSON text, answer repr, output), or (status, detail, answer repr or "", output)
+        of a program that gave no answer to judge."""
         read_fd, write_fd = os.pipe()
         pid = self._fork([write_fd])
         if pid == 0:
@@ -710,9 +716,9 @@ class Warden:
         try:
             reply = channel.receive(deadline)
         except Deadline:
-            reply, problem = None, ("timeout", f"g ran past the {self.timeout:g} s limit", "")
+            reply, problem = None, ("timeout", f"g ran past the {self.timeout:g} s limit", "", "")
         except ValueError as error:
-            reply, problem = None, ("error", f"g's process sent a malformed frame: {error}", "")
+            reply, problem = None, ("error", f"g's process sent a malformed frame: {error}", "", "")
         finally:
             channel.close()
         how = self._end(pid)
@@ -720,12 +726,12 @@ class Warden:
         self._empty_workspace()  # before the judge sees the answer: nothing else of g's reaches f
         if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
             self.oom_count = count  # one of the program's processes was killed for its memory
-            return "memory", f"the program's processes ran out of their {self.memory_bytes >> 20} MiB", ""
-        if reply is not None and len(reply) == 3 and reply[0] in RUNNER_STATUSES:
-            return reply[0], reply[1], reply[2]
+            return "memory", f"the program's processes ran out of their {self.memory_bytes >> 20} MiB", "", ""
+        if reply is not None and len(reply) == 4 and reply[0] in RUNNER_STATUSES:
+            return tuple(reply)
         if problem is not None:
             return problem
-        return "error", f"g's process ended without an answer: {how}", ""
+        return "error", f"g's process ended without an answer: {how}", "", ""
 
     def _fork(self, keep: list[int]) -> int:
         """Fork a runner or a judge; in the child, isolate it and keep only the `keep` fds, as 3, 4, ..."""
@@ -778,7 +784,7 @@ class Warden:
                 status = error.status if isinstance(error, ProgramError) else "error"
                 detail = error.detail if isinstance(error, ProgramError) else describe(error, "f", f)
                 while read_frame(3, 1 << 31) is not None:  # every answer gets the same verdict
-                    write_all(4, pack("done", status, detail, output.value()))
+                    write_all(4, pack("done", status, detail, "", "", output.value()))
                 return
             while (request := read_frame(3, 1 << 31)) is not None:
                 output.parts, output.size, output.dropped = [], 0, 0

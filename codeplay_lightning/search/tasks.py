@@ -151,10 +151,9 @@ class P3Task(DescribedTask):
         verdict = self.sandbox.verify([candidate])[0]
         if verdict.status == "pass":
             return Evaluation(score=1.0, buggy=False)
-        if verdict.status == "fail" and verdict.detail.startswith("f returned "):
-            result, _, answer = verdict.detail.removeprefix("f returned ").partition(" for x = ")
+        if verdict.status == "fail" and verdict.returned:
             example = describe_wrong_result("none (g takes no arguments)", "f(answer) to be True",
-                                            f"g() returned {answer}, and f returned {result} for it")
+                                            f"g() returned {verdict.answer}, and f returned {verdict.returned} for it")
             return Evaluation(score=0.0, buggy=False, failing_example=example)
         if verdict.status == "fail":  # "answer ... is not of type ...": the whole story already
             return Evaluation(score=0.0, buggy=False, failing_example=verdict.detail)

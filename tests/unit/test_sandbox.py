@@ -220,6 +220,8 @@ def test_fail_detail_shows_what_f_returned(sandbox):
     ])
     assert [v.status for v in verdicts] == ["fail"] * 3
     assert "f returned 42" in verdicts[0].detail
+    assert (verdicts[0].answer, verdicts[0].returned) == ("41", "42")  # the same, as fields
+    assert (verdicts[2].answer, verdicts[2].returned) == ("'x'", "'abcabc'")
     assert "f returned None" in verdicts[1].detail
     assert "abcabc" in verdicts[2].detail
 
@@ -854,7 +856,7 @@ def g():
 """)
 
 
-FORGED_PASS = 'frame("pass", "", "")'
+FORGED_PASS = 'frame("pass", "", "", "")'
 
 
 @pytest.mark.parametrize("hostile", [
@@ -862,10 +864,10 @@ FORGED_PASS = 'frame("pass", "", "")'
     forging(FORGED_PASS, "os._exit(0)"),
     forging(FORGED_PASS + " * 2"),
     forging('frame("verdict", "1", "pass", "0.0", "", "")', "os._exit(0)"),
-    forging('frame("answer", "4", "")', "os._exit(0)"),
-    forging('frame("answer", "[" * 200000 + "]" * 200000, "")', "os._exit(0)"),  # nested past any limit
-    forging('frame("answer", "NaN", "")', "os._exit(0)"),
-    forging('frame("answer", "5")', "os._exit(0)"),  # one field short
+    forging('frame("answer", "4", "4", "")', "os._exit(0)"),
+    forging('frame("answer", "[" * 200000 + "]" * 200000, "", "")', "os._exit(0)"),  # nested past any limit
+    forging('frame("answer", "NaN", "", "")', "os._exit(0)"),
+    forging('frame("answer", "5", "5")', "os._exit(0)"),  # one field short
     forging('b"garbage, not a frame at all"'),
     forging('struct.pack(">I", 2) + b"[]"'),
     forging('struct.pack(">I", 0xFFFFFFFF)', "os._exit(0)"),  # a 4 GB frame announced
@@ -1613,14 +1615,14 @@ while True:
 NESTED = 'b"[" * 100000 + b"]" * 100000'
 HOSTILE_REPLIES = {
     "nested_json": f"struct.pack('>I', 200000) + {NESTED}",
-    "seconds_soon": 'pack("verdict", sequence, "pass", "soon", "", "")',
-    "seconds_nan": 'pack("verdict", sequence, "pass", "nan", "", "")',
-    "seconds_negative": 'pack("verdict", sequence, "pass", "-1", "", "")',
-    "unknown_status": 'pack("verdict", sequence, "passed", "0.1", "", "")',
-    "wrong_sequence": 'pack("verdict", "999", "pass", "0.1", "", "")',
+    "seconds_soon": 'pack("verdict", sequence, "pass", "soon", "", "", "", "")',
+    "seconds_nan": 'pack("verdict", sequence, "pass", "nan", "", "", "", "")',
+    "seconds_negative": 'pack("verdict", sequence, "pass", "-1", "", "", "", "")',
+    "unknown_status": 'pack("verdict", sequence, "passed", "0.1", "", "", "", "")',
+    "wrong_sequence": 'pack("verdict", "999", "pass", "0.1", "", "", "", "")',
     "four_gigabytes": "struct.pack('>I', 0xFFFFFFFF) + b'x' * 100000",
     "fatal_after_ready": 'pack("fatal", "boom")',
-    "too_many_fields": 'pack("verdict", sequence, "pass", "0.1", "", "", "extra")',
+    "too_many_fields": 'pack("verdict", sequence, "pass", "0.1", "", "", "", "", "extra")',
     "field_sizes_lie": "struct.pack('>I', 10) + struct.pack('>H', 3) + b'\\xff' * 8",
 }
 
