@@ -26,8 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codeplay_lightning.execution import Program, Sandbox
-from codeplay_lightning.execution.warden import (ProgramError, compile_source, first_annotation, judge_answer,
-                                                 parse_answer_type, run_g)
+from codeplay_lightning.execution.warden import (
+    ProgramError,
+    compile_source,
+    first_annotation,
+    judge_answer,
+    parse_answer_type,
+    run_g,
+)
 from codeplay_lightning.puzzles import bundled_puzzles
 
 NAIVE_THREADS = 4
@@ -155,9 +161,9 @@ def bench_solver_backends(max_new_tokens: int = 64) -> dict:
 
     import torch
 
+    from codeplay_lightning.llm import HFLLM, LLM, LLMUsage, OpenAILLM
+    from codeplay_lightning.llm.llama_server import embedded_gguf, llama_server
     from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm
-    from codeplay_lightning.search import HFLLM, LLM, LLMUsage, OpenAILLM
-    from codeplay_lightning.search.llama_server import embedded_gguf, llama_server
 
     prompts = solver_prompts(32)
     sampling = SamplingConfig(max_new_tokens)

@@ -211,9 +211,9 @@ def run_solve(args: argparse.Namespace) -> int:
     import torch
 
     from codeplay_lightning.execution import Sandbox
+    from codeplay_lightning.llm import load_llm
     from codeplay_lightning.puzzle_files import read_puzzle_file
     from codeplay_lightning.puzzles import fewshot_puzzles
-    from codeplay_lightning.search import load_llm
     from codeplay_lightning.solver import FewShotSolver, SolverConfig
 
     config = SolverConfig(attempts=args.attempts, batch_size=args.batch_size,
@@ -257,9 +257,9 @@ def run_synthesize(args: argparse.Namespace) -> int:
     import torch
 
     from codeplay_lightning.execution import Sandbox
+    from codeplay_lightning.llm import load_llm
     from codeplay_lightning.models import SamplingConfig
-    from codeplay_lightning.search import load_llm
-    from codeplay_lightning.synthesize import SynthesisConfig, default_chat, load_tasks, synthesize
+    from codeplay_lightning.synthesize import SynthesisConfig, load_tasks, synthesize
 
     config = SynthesisConfig(args.method, args.budget, args.seed)
     if args.limit is not None and args.limit < 1:
@@ -269,8 +269,7 @@ def run_synthesize(args: argparse.Namespace) -> int:
     out = Path(args.out or f"synthesis/{args.method}")
     with Sandbox(workers=args.workers, timeout=args.timeout) as sandbox:
         tasks = dict(list(load_tasks(kind, path, sandbox).items())[:args.limit])
-        chat = default_chat(args.llm) if args.chat is None else args.chat
-        llm = load_llm(args.llm, sampling, chat=chat, dtype=getattr(torch, args.dtype),
+        llm = load_llm(args.llm, sampling, chat=args.chat, dtype=getattr(torch, args.dtype),
                        generator=torch.Generator().manual_seed(args.seed))
         arguments = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
         with _progress() as progress:
@@ -280,7 +279,7 @@ def run_synthesize(args: argparse.Namespace) -> int:
                 progress.update(bar, completed=finished, description=f"synthesizing ({calls} LLM calls)")
 
             summary = synthesize(tasks, llm, config, out, llm_spec=args.llm,
-                                 arguments=arguments | {"chat": chat, "out": str(out)}, on_progress=show)
+                                 arguments=arguments | {"chat": llm.chat, "out": str(out)}, on_progress=show)
     for label, value in summary.rows():
         print(f"  {label:<18} {value}")
     print(f"results written to {out} (summary.md, summary.json, tasks/)")

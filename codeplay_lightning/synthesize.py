@@ -10,14 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.models.loading import resolve_model_dir
+from codeplay_lightning.llm import LLM
 from codeplay_lightning.puzzle_files import read_puzzle_file
 from codeplay_lightning.puzzles import Puzzle, bundled_puzzles
-from codeplay_lightning.search import LLM, METHODS, P3Task, Search, Task, load_apps, make_search, run_searches
-from codeplay_lightning.search.backends import OPENAI_PREFIX
+from codeplay_lightning.search import METHODS, P3Task, Search, Task, load_apps, make_search, run_searches
 
 TASK_KINDS = ("p3", "apps")
 BUNDLED = "bundled"  # the PATH that names the package's bundled puzzles
@@ -100,14 +97,6 @@ def distinct_puzzles(path: str | Path) -> list[Puzzle]:
     if not puzzles:
         raise ValueError(f"{path} holds no puzzle")
     return list(puzzles.values())
-
-
-def default_chat(spec: str) -> bool:
-    """Whether to prompt `spec` as a chat model when not told: always for a server (its chat endpoint),
-    and for a local model when its tokenizer has a chat template."""
-    if spec.startswith(OPENAI_PREFIX):
-        return True
-    return AutoTokenizer.from_pretrained(resolve_model_dir(spec)).chat_template is not None
 
 
 def synthesize(tasks: dict[str, Task], llm: LLM, config: SynthesisConfig, out: Path, *, llm_spec: str,

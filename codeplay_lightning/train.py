@@ -17,11 +17,17 @@ from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, ref
 from codeplay_lightning.config import ConfigError, TrainConfig, to_yaml
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.lightning import ArchiveDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.llm import HFLLM, LLM, load_llm
 from codeplay_lightning.models import load_causal_lm, token_consistent_prompt
-from codeplay_lightning.puzzles import (Puzzle, bundled_puzzles, fewshot_puzzles, in_classes, load_p3, load_p3_split,
-                                        setter_prompt)
-from codeplay_lightning.search import HFLLM, LLM, load_llm
-from codeplay_lightning.search.backends import OPENAI_PREFIX
+from codeplay_lightning.puzzles import (
+    Puzzle,
+    bundled_puzzles,
+    fewshot_puzzles,
+    in_classes,
+    load_p3,
+    load_p3_split,
+    setter_prompt,
+)
 from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver
 
 log = logging.getLogger("codeplay_lightning")
@@ -108,19 +114,15 @@ def _solver(config: TrainConfig, frozen, tokenizer, sandbox: Sandbox, examples: 
 
 def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generator) -> LLM:
     """The frozen weights (`solver.llm=frozen`), or the model or server `solver.llm` names. The few-shot
-    prompt is raw text to continue; a search's prompts are instructions, sent as one chat message when
-    the model has a chat template (a server: always, through its chat endpoint)."""
+    prompt is raw text to continue; a search's prompts are instructions, sent as chat where the LLM
+    decides it can take them (`load_llm`'s rule)."""
     solver = config.solver
-    search = solver.strategy != "sample"
-    if solver.llm.startswith(OPENAI_PREFIX):
-        return load_llm(solver.llm, solver.sampling, chat=search, generator=generator)
+    chat = None if solver.strategy != "sample" else False
     if solver.llm == "frozen":
-        model = frozen
-    else:
-        dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy
-        model, tokenizer = load_causal_lm(solver.llm, dtype=dtype)
-    return HFLLM(model, tokenizer, solver.sampling, chat=search and tokenizer.chat_template is not None,
-                 batch_size=solver.batch_size, generator=generator)
+        return HFLLM(frozen, tokenizer, solver.sampling, chat=chat, batch_size=solver.batch_size, generator=generator)
+    dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy
+    return load_llm(solver.llm, solver.sampling, chat=chat, dtype=dtype, batch_size=solver.batch_size,
+                    generator=generator)
 
 
 def _reference_puzzles(config: TrainConfig) -> tuple[list, str]:

@@ -13,7 +13,6 @@ from torch import nn
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.ppo import entropy_from_logits, logprobs_from_logits, policy_loss, value_loss
 
-
 METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
 
 

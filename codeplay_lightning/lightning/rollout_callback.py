@@ -18,11 +18,19 @@ import numpy as np
 import torch
 
 from codeplay_lightning.config import TrainConfig
-from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
 from codeplay_lightning.lightning.ranks import from_every_rank, rank
-from codeplay_lightning.rollout import (PPOBuffer, ScoredPuzzle, generate_episodes, judge_puzzles, novelty_distances,
-                                        pad_actions, reward_puzzles, with_prompt)
-from codeplay_lightning.search import HFLLM
+from codeplay_lightning.llm import HFLLM
+from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
+from codeplay_lightning.rollout import (
+    PPOBuffer,
+    ScoredPuzzle,
+    generate_episodes,
+    judge_puzzles,
+    novelty_distances,
+    pad_actions,
+    reward_puzzles,
+    with_prompt,
+)
 from codeplay_lightning.solver import Solver
 
 SMOOTHING = 200  # puzzles, as the paper's curves

@@ -1,13 +1,10 @@
 """Code search with LLMs: GIF-MCTS (Dainese et al. 2024) and its baselines, over a `Task` (P3 puzzle, APPS problem)."""
 
 from codeplay_lightning.search.apps import AppsTask, load_apps
-from codeplay_lightning.search.backends import HFLLM, OpenAILLM, load_llm
 from codeplay_lightning.search.baselines import Candidate, PlainSampling, WorldCoder
 from codeplay_lightning.search.driver import METHODS, Search, make_search, run_searches
 from codeplay_lightning.search.gif_mcts import GifMcts, GifMctsConfig, Node, SearchResult
-from codeplay_lightning.search.llm import LLM, LLMUsage, ScriptedLLM
 from codeplay_lightning.search.tasks import Evaluation, P3Task, Task
 
-__all__ = ["HFLLM", "LLM", "METHODS", "AppsTask", "Candidate", "Evaluation", "GifMcts", "GifMctsConfig",
-           "LLMUsage", "Node", "OpenAILLM", "P3Task", "PlainSampling", "ScriptedLLM", "Search", "SearchResult",
-           "Task", "WorldCoder", "load_apps", "load_llm", "make_search", "run_searches"]
+__all__ = ["METHODS", "AppsTask", "Candidate", "Evaluation", "GifMcts", "GifMctsConfig", "Node", "P3Task",
+           "PlainSampling", "Search", "SearchResult", "Task", "WorldCoder", "load_apps", "make_search", "run_searches"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.search.baselines import PlainSampling, WorldCoder
 from codeplay_lightning.search.gif_mcts import GifMcts, GifMctsConfig, SearchResult
-from codeplay_lightning.search.llm import LLM
 from codeplay_lightning.search.tasks import Task
 
 METHODS = ("gif-mcts", "worldcoder", "sample")

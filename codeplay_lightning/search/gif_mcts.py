@@ -33,7 +33,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from codeplay_lightning.search.llm import LLM
+from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.search.tasks import Task, extract_code, generated_program
 
 ROOT, GENERATE, IMPROVE, FIX = "root", "generate", "improve", "fix"

@@ -7,8 +7,8 @@ from typing import Protocol
 
 from codeplay_lightning.config import STRATEGIES, SolverConfig
 from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.puzzles import Puzzle
-from codeplay_lightning.search.llm import LLM
 
 __all__ = ["STRATEGIES", "Solver", "SolverConfig", "SolverResult"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from codeplay_lightning.execution import Program, Sandbox, Verdict
+from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.puzzles import Puzzle, solver_prompt
-from codeplay_lightning.search.llm import LLM
 from codeplay_lightning.solver.common import SolverConfig
 
 G_HEADER = "def g():"  # the end of every Solver prompt; a candidate is this plus the continuation

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.llm import LLM
 from codeplay_lightning.puzzles import Puzzle
-from codeplay_lightning.search import LLM, P3Task, SearchResult, make_search, run_searches
+from codeplay_lightning.search import P3Task, SearchResult, make_search, run_searches
 from codeplay_lightning.solver.common import SolverConfig
 
 SEARCH_METHODS = {"gif_mcts": "gif-mcts", "worldcoder": "worldcoder"}  # solver.strategy -> make_search method

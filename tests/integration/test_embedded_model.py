@@ -11,8 +11,7 @@ import time
 import pytest
 import torch
 
-from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, sample
-from codeplay_lightning.models import loading
+from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, loading, sample
 from codeplay_lightning.puzzles import SOLVER_STOP, fewshot_puzzles, solver_prompt
 
 

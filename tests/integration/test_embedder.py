@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder
-from codeplay_lightning.archive import embedder
+from codeplay_lightning.archive import NoveltyArchive, embed, embedder, load_embedder
 
 SUM_PUZZLE = "def f(x: int):\n    return x + 3 == 10\n"
 SUM_PUZZLE_RENAMED = "def f(n: int):\n    return n + 4 == 10\n"

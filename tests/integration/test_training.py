@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle, stream_llama
 
 from codeplay_lightning.config import ConfigError, load_config
 from codeplay_lightning.lightning import rollout_callback
+from codeplay_lightning.llm import ScriptedLLM
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.rollout import Episode
-from codeplay_lightning.search import ScriptedLLM
 from codeplay_lightning.train import train
-from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle, stream_llama
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.search import AppsTask, Evaluation, GifMcts, GifMctsConfig, ScriptedLLM, load_apps, run_searches
+from codeplay_lightning.llm import ScriptedLLM
+from codeplay_lightning.search import AppsTask, Evaluation, GifMcts, GifMctsConfig, load_apps, run_searches
 from codeplay_lightning.search.gif_mcts import IMPROVE
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "apps"

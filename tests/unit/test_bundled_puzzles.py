@@ -6,8 +6,8 @@ import pytest
 
 from codeplay_lightning.execution import Program, Sandbox
 from codeplay_lightning.puzzles import (
-    Puzzle,
     SETTER_STOP,
+    Puzzle,
     answer_type,
     bundled_puzzles,
     check_puzzle,

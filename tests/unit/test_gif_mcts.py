@@ -14,10 +14,20 @@ import zlib
 import pytest
 
 from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.llm import ScriptedLLM
 from codeplay_lightning.puzzles import bundled_puzzles
-from codeplay_lightning.search import (Evaluation, GifMcts, GifMctsConfig, Node, P3Task, PlainSampling,
-                                       ScriptedLLM, SearchResult, WorldCoder, make_search,
-                                       run_searches)
+from codeplay_lightning.search import (
+    Evaluation,
+    GifMcts,
+    GifMctsConfig,
+    Node,
+    P3Task,
+    PlainSampling,
+    SearchResult,
+    WorldCoder,
+    make_search,
+    run_searches,
+)
 from codeplay_lightning.search.gif_mcts import FIX, GENERATE, IMPROVE
 from codeplay_lightning.search.tasks import DescribedTask, extract_code, generated_program
 

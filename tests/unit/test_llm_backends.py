@@ -9,8 +9,8 @@ import socket
 import pytest
 import torch
 
+from codeplay_lightning.llm import HFLLM, OpenAILLM, load_llm
 from codeplay_lightning.models.sampling import SamplingConfig, sample
-from codeplay_lightning.search import HFLLM, OpenAILLM, load_llm
 
 PROMPTS = ["def f(x: int):\n    return x > 3\n", "a", "assert f(g())\n\ndef g():"]
 SAMPLING = SamplingConfig(max_new_tokens=8, temperature=1.0, stop_strings=("\n",))

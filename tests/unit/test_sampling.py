@@ -8,7 +8,7 @@ import string
 import pytest
 import torch
 
-from codeplay_lightning.models.sampling import SamplingConfig, Samples, pick_tokens, sample, token_consistent_prompt
+from codeplay_lightning.models.sampling import Samples, SamplingConfig, pick_tokens, sample, token_consistent_prompt
 
 PROMPTS = ["def f(x: int):\n    return x > 3\n", "a", "assert f(g())\n\ndef g():"]
 FEW_SHOT = "def f(s: str):\n    return s == 'ab'\n\ndef g():\n    return 'ab'\n\nassert f(g())\n\n"

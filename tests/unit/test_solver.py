@@ -7,15 +7,22 @@ import math
 
 import pytest
 import torch
+from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle
 
 from codeplay_lightning.execution import Program, Sandbox, Verdict
+from codeplay_lightning.llm import HFLLM, ScriptedLLM
 from codeplay_lightning.models.sampling import SamplingConfig
 from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle, fewshot_puzzles
 from codeplay_lightning.rewards import difficulty_reward
-from codeplay_lightning.search import HFLLM, ScriptedLLM
-from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle
-from codeplay_lightning.solver import (FewShotSolver, PuzzleResult, SearchPuzzleResult, SearchSolver, SolverConfig,
-                                       candidate_program, difficulty)
+from codeplay_lightning.solver import (
+    FewShotSolver,
+    PuzzleResult,
+    SearchPuzzleResult,
+    SearchSolver,
+    SolverConfig,
+    candidate_program,
+    difficulty,
+)
 
 EXAMPLES = fewshot_puzzles()[:2]
 

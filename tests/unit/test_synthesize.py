@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import shutil
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -14,10 +15,12 @@ import pytest
 
 from codeplay_lightning.cli import main
 from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.llm import ScriptedLLM, load_llm
+from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzle_files import read_puzzle_file
 from codeplay_lightning.puzzles import bundled_puzzles
-from codeplay_lightning.search import METHODS, P3Task, ScriptedLLM
-from codeplay_lightning.synthesize import SynthesisConfig, default_chat, load_tasks, safe_name, synthesize
+from codeplay_lightning.search import METHODS, P3Task
+from codeplay_lightning.synthesize import SynthesisConfig, load_tasks, safe_name, synthesize
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 APPS = FIXTURES / "apps"
@@ -146,14 +149,17 @@ def test_task_file_names_keep_only_safe_characters():
     assert safe_name("../a b/c") == "a_b_c"
 
 
-def test_chat_is_the_default_for_servers_and_for_models_with_a_chat_template(tiny_model_dir, tmp_path,
-                                                                              char_tokenizer):
-    assert default_chat("openai:http://127.0.0.1:8000/v1#m")
-    assert not default_chat(str(tiny_model_dir))
+def test_chat_is_decided_once_in_load_llm(tiny_model_dir, tmp_path, char_tokenizer):
+    """Chat for a server, and for a local model exactly when its tokenizer has a chat template."""
+    sampling = SamplingConfig(max_new_tokens=4)
+    assert load_llm("openai:http://127.0.0.1:8000/v1#m", sampling).chat
+    assert not load_llm(str(tiny_model_dir), sampling).chat
+    shutil.copytree(tiny_model_dir, tmp_path / "templated")
     with_template = copy.deepcopy(char_tokenizer)
     with_template.chat_template = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
-    with_template.save_pretrained(tmp_path)
-    assert default_chat(str(tmp_path))
+    with_template.save_pretrained(tmp_path / "templated")
+    assert load_llm(str(tmp_path / "templated"), sampling).chat
+    assert not load_llm(str(tmp_path / "templated"), sampling, chat=False).chat  # told: as told
 
 
 # ---------------------------------------------------------------- the CLI

@@ -15,9 +15,9 @@ import openai
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.models.loading import load_causal_lm
 from codeplay_lightning.models.sampling import SamplingConfig, sample
-from codeplay_lightning.search.llm import LLMUsage
 
 OPENAI_PREFIX = "openai:"
 MAX_API_STOP_STRINGS = 4  # the OpenAI API rejects requests with more
@@ -27,7 +27,8 @@ class HFLLM:
     """A local causal LM sampled with `models.sampling.sample`, `batch_size` prompts at a time.
 
     `chat=True` sends each prompt as a single user message through the tokenizer's chat template;
-    `chat=False` continues the raw prompt. `generator` makes completions reproducible and
+    `chat=False` continues the raw prompt; `chat=None` decides: chat exactly when the tokenizer has
+    a template. `generator` makes completions reproducible and
     independent of `batch_size`: it seeds one generator per prompt. Without it the global torch
     RNG is used.
     """
@@ -38,12 +39,14 @@ class HFLLM:
         tokenizer: PreTrainedTokenizerBase,
         sampling: SamplingConfig,
         *,
-        chat: bool,
+        chat: bool | None = None,
         batch_size: int = 32,
         generator: torch.Generator | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if chat is None:
+            chat = tokenizer.chat_template is not None
         if chat and tokenizer.chat_template is None:
             raise ValueError("chat=True needs a tokenizer with a chat template, and this tokenizer has none")
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
@@ -150,7 +153,7 @@ def load_llm(
     spec: str,
     sampling: SamplingConfig,
     *,
-    chat: bool,
+    chat: bool | None = None,
     dtype: torch.dtype = torch.float32,
     batch_size: int = 32,
     generator: torch.Generator | None = None,
@@ -158,14 +161,15 @@ def load_llm(
     """The LLM named by `spec`: `openai:BASE_URL#MODEL` for a server, else anything `load_causal_lm`
     accepts (`smollm2-135m`, a hub id, a local directory), run locally in `dtype`.
 
-    `generator` makes either reproducible; for a server it draws the seed of its requests.
-    `dtype` and `batch_size` only apply to a local model.
+    `chat=None` decides, here and only here: always for a server (its chat endpoint), for a local
+    model when its tokenizer has a chat template. `generator` makes either reproducible; for a
+    server it draws the seed of its requests. `dtype` and `batch_size` only apply to a local model.
     """
     if spec.startswith(OPENAI_PREFIX):
         base_url, _, model = spec.removeprefix(OPENAI_PREFIX).partition("#")
         if not base_url or not model:
             raise ValueError(f"LLM spec {spec!r} must be {OPENAI_PREFIX}BASE_URL#MODEL")
         seed = int(torch.randint(0, 2**31, (1,), generator=generator)) if generator is not None else None
-        return OpenAILLM(base_url, model, sampling, chat=chat, seed=seed)
+        return OpenAILLM(base_url, model, sampling, chat=True if chat is None else chat, seed=seed)
     model, tokenizer = load_causal_lm(spec, dtype=dtype)  # in eval mode
     return HFLLM(model, tokenizer, sampling, chat=chat, batch_size=batch_size, generator=generator)

@@ -1,0 +1,10 @@
+"""LLMs as the searches and the Solver use them: batched text completion with usage counters.
+
+`load_llm(spec, sampling)` gives a local Hugging Face model (`HFLLM`) or any OpenAI-compatible server
+(`OpenAILLM`, spec `openai:BASE_URL#MODEL`), and decides once whether prompts go as chat messages.
+"""
+
+from codeplay_lightning.llm.backends import HFLLM, OPENAI_PREFIX, OpenAILLM, load_llm
+from codeplay_lightning.llm.interface import LLM, LLMUsage, ScriptedLLM
+
+__all__ = ["HFLLM", "LLM", "OPENAI_PREFIX", "LLMUsage", "OpenAILLM", "ScriptedLLM", "load_llm"]
