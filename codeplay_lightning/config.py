@@ -75,8 +75,8 @@ class SolverConfig:
 class ModelConfig:
     name: str = "smollm2-135m"  # hub id, local directory, or the embedded smollm2-135m
     lora_rank: int = 0  # 0: full fine-tune; > 0: LoRA adapters of this rank (the reference is the base model)
-    lora_alpha: int = 16
-    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    lora_alpha: int = 16  # LoRA scaling: adapters' updates are multiplied by alpha / rank
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])  # adapted layers
     value_hidden: int = 256  # width of the value head's hidden layer
     detach_value_trunk: bool = True  # the untrained value head sends no gradient into the LM
 
@@ -90,7 +90,7 @@ class RolloutConfig:
     n_envs: int = 8  # parallel Setter streams in all, shared among the devices (paper: 64)
     n_steps: int = 96  # token steps per stream per iteration (paper: 128)
     temperature: float = 0.8  # the paper's sampling temperature; log-probs are taken at it
-    top_p: float = 1.0
+    top_p: float = 1.0  # nucleus sampling of the Setter; 1 keeps the whole distribution
     fewshot: int = 6  # bundled few-shot puzzles in the Setter and Solver prompts
 
     def __post_init__(self) -> None:
@@ -129,17 +129,17 @@ class PPOConfig:
     lr: float = 1e-6  # Adam, as the paper
     ppo_epochs: int = 5  # passes over each iteration's buffer
     n_minibatches: int = 2  # per PPO epoch; fixed, so every DDP rank runs the same number of steps
-    gamma: float = 1.0
+    gamma: float = 1.0  # discount; 1 as the paper (the reward sits on a puzzle's last token)
     lam: float = 1.0  # GAE lambda
-    clip_range: float = 0.2
+    clip_range: float = 0.2  # PPO's ratio clip epsilon
     clip_range_value: float | None = 0.2  # None: unclipped value loss
-    value_coef: float = 0.5
-    entropy_coef: float = 0.0
+    value_coef: float = 0.5  # weight of the value loss in the total loss
+    entropy_coef: float = 0.0  # entropy bonus (at the sampling temperature); 0: none, as the paper
     kl_coef: float = 0.0  # per-token KL penalty to the frozen reference; 0 skips the reference forward
-    kl_estimator: Literal["k1", "k3"] = "k1"
+    kl_estimator: Literal["k1", "k3"] = "k1"  # k1: log-ratio; k3: (r - 1) - log r, unbiased and >= 0
     whiten_advantages: bool = True  # over the whole iteration's buffer
-    max_grad_norm: float = 1.0
-    accumulate_grad_batches: int = 1
+    max_grad_norm: float = 1.0  # gradient clipping by global norm
+    accumulate_grad_batches: int = 1  # minibatches per optimizer step (Lightning's accumulation)
 
     def __post_init__(self) -> None:
         _require(self.ppo_epochs >= 1 and self.n_minibatches >= 1, "ppo.ppo_epochs and ppo.n_minibatches must be >= 1")
@@ -150,10 +150,10 @@ class PPOConfig:
 class TrainerConfig:
     iterations: int = 8  # PPO iterations = Lightning epochs (paper: 50)
     precision: str = "bf16-mixed"  # Lightning precision; bf16 autocast is 2.8x faster than fp32 on AMX CPUs
-    accelerator: str = "auto"
-    devices: int = 1
+    accelerator: str = "auto"  # Lightning's: auto | cpu | gpu
+    devices: int = 1  # processes (GPUs, or CPU processes with strategy ddp)
     strategy: str = "auto"  # "ddp" for several devices / CPU processes
-    seed: int = 0
+    seed: int = 0  # seeds everything: the same config and seed give the same puzzles
     run_root: str = "runs"  # TensorBoard logs and checkpoints under runs/<name>/version_N
 
 
