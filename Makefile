@@ -38,10 +38,10 @@ train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|nove
 tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets overlay)
 	$(BIN)/tensorboard --logdir runs
 
-test: $(BIN)/codeplay $(VENV)/.server ## run the test suite (installs first if needed, the llama.cpp server included)
-	$(BIN)/pytest -q
+test: $(BIN)/codeplay ## the fast suite (installs first if needed): minutes, no C++ build, no real-model tests
+	$(BIN)/pytest -q -m "not slow"
 
-test-full: $(BIN)/codeplay $(VENV)/.server ## the test suite with per-test timings
+test-full: $(BIN)/codeplay $(VENV)/.server ## everything: the real embedded model and the llama.cpp server too
 	$(BIN)/pytest -q --durations=15
 
 bench: $(BIN)/codeplay ## side-by-side benchmarks, written to bench/bench.json
