@@ -26,7 +26,7 @@ from codeplay_lightning.rewards import NOVELTY_NEIGHBOURS
 
 GRAPH_DEGREE = 16  # hnswlib M: links per node; hnswlib's default
 EF_CONSTRUCTION = 200  # candidate list while inserting; hnswlib's default
-EF_SEARCH = 100  # candidate list while querying (≥ k): the smallest with recall@5 ≥ 0.95 in archive/bench.py
+EF_SEARCH = 100  # candidate list while querying (≥ k): the smallest with recall@5 ≥ 0.95 in bench/archive.py
 INITIAL_CAPACITY = 1024  # the index and the embedding buffer double when full
 GRAPH_SEED = 0  # seeds the random levels of inserted nodes
 UNIT_NORM_TOLERANCE = 1e-4

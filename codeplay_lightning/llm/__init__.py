@@ -5,6 +5,6 @@
 """
 
 from codeplay_lightning.llm.backends import HFLLM, OPENAI_PREFIX, OpenAILLM, load_llm
-from codeplay_lightning.llm.interface import LLM, LLMUsage, ScriptedLLM
+from codeplay_lightning.llm.interface import LLM, LLMUsage
 
-__all__ = ["HFLLM", "LLM", "OPENAI_PREFIX", "LLMUsage", "OpenAILLM", "ScriptedLLM", "load_llm"]
+__all__ = ["HFLLM", "LLM", "OPENAI_PREFIX", "LLMUsage", "OpenAILLM", "load_llm"]

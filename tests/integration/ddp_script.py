@@ -19,9 +19,9 @@ from pathlib import Path
 import lightning as L
 import torch
 
-sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: conftest's tiny model and tokenizer
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: the tiny model and tokenizer
 
-import conftest  # noqa: E402
+from support import build_char_tokenizer, stream_llama  # noqa: E402
 
 from codeplay_lightning.config import load_config  # noqa: E402
 from codeplay_lightning.train import train  # noqa: E402
@@ -64,11 +64,11 @@ def main(out: Path, iterations: int, resume: str | None) -> None:
     # a hung collective blocks the main thread in C++, where SIGTERM is never handled: print every
     # thread's stack and exit instead, so that the test's log shows where it hung
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
-    tokenizer = conftest.char_tokenizer.__wrapped__()
+    tokenizer = build_char_tokenizer()
     config = load_config([CONFIGS / "smoke.yaml"],
                          [f"trainer.run_root={out / 'runs'}", f"trainer.iterations={iterations}", *OVERRIDES])
     record = RecordRank(out)
-    train(config, resume=resume, policy=conftest.stream_llama(tokenizer), tokenizer=tokenizer, callbacks=[record])
+    train(config, resume=resume, policy=stream_llama(tokenizer), tokenizer=tokenizer, callbacks=[record])
     for child in record.children:  # the process group is destroyed at exit by Lightning's atexit hook
         child.wait(timeout=HANG_SECONDS)
 

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle, stream_llama
+from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, ScriptedLLM, answer_by_puzzle, stream_llama
 
 from codeplay_lightning.config import ConfigError, load_config
 from codeplay_lightning.lightning import rollout_callback
-from codeplay_lightning.llm import ScriptedLLM
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.rollout import Episode
@@ -254,7 +253,6 @@ def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path,
 
 
 # ---------------------------------------------------------------- the search Solver strategies
-
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support import ScriptedLLM
 
-from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.llm import ScriptedLLM
 from codeplay_lightning.search import AppsTask, Evaluation, GifMcts, GifMctsConfig, load_apps, run_searches
 from codeplay_lightning.search.gif_mcts import IMPROVE
 

@@ -12,9 +12,8 @@ import re
 import zlib
 
 import pytest
+from support import ScriptedLLM
 
-from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.llm import ScriptedLLM
 from codeplay_lightning.puzzles import bundled_puzzles
 from codeplay_lightning.search import (
     Evaluation,

@@ -7,12 +7,12 @@ import math
 
 import pytest
 import torch
-from conftest import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, answer_by_puzzle
+from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, ScriptedLLM, answer_by_puzzle
 
-from codeplay_lightning.execution import Program, Sandbox, Verdict
-from codeplay_lightning.llm import HFLLM, ScriptedLLM
+from codeplay_lightning.execution import Program, Verdict
+from codeplay_lightning.llm import HFLLM
 from codeplay_lightning.models.sampling import SamplingConfig
-from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle, fewshot_puzzles
+from codeplay_lightning.puzzles import SOLVER_STOP, fewshot_puzzles
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.solver import (
     FewShotSolver,

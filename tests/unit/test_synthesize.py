@@ -12,10 +12,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from support import ScriptedLLM
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.llm import ScriptedLLM, load_llm
+from codeplay_lightning.llm import load_llm
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzle_files import read_puzzle_file
 from codeplay_lightning.puzzles import bundled_puzzles

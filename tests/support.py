@@ -1,0 +1,92 @@
+"""Test support, built in code: a character-level tokenizer, a tiny Llama that streams characters,
+three puzzles with an LLM answer function the Solver tests share, and `ScriptedLLM`, an LLM whose
+completions a test writes."""
+
+from __future__ import annotations
+
+import string
+import time
+from collections.abc import Callable, Iterable
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from codeplay_lightning.llm import LLMUsage
+from codeplay_lightning.puzzles import Puzzle
+
+SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
+
+
+def build_char_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per printable ASCII character; pads on the left."""
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS + list(dict.fromkeys(string.printable)))}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>", padding_side="left"
+    )
+
+
+def stream_llama(tokenizer: PreTrainedTokenizerFast, eos_logit: float = 2.0) -> LlamaForCausalLM:
+    """A tiny Llama that ignores its input: a large bias in the last MLP pins the final hidden state,
+    so it emits i.i.d. characters and eos with probability about e^eos_logit / (e^eos_logit + V):
+    Setter streams finish many short puzzles. It saves and loads like any Llama (bias in config)."""
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, mlp_bias=True,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    direction = torch.ones(config.hidden_size)
+    with torch.no_grad():
+        model.model.layers[-1].mlp.down_proj.bias.copy_(100 * direction)  # final RMS norm then gives ~ones
+        model.lm_head.weight[tokenizer.eos_token_id] = eos_logit * direction / config.hidden_size
+    return model
+
+
+SEVEN = Puzzle("seven", "def f(x: int):\n    return x == 7", ans_type="int")
+NEGATIVE_ROOT = Puzzle("negative_root", "def f(n: int):\n    return n * n == 144 and n < 0", ans_type="int")
+GOOD_MORNING = Puzzle("good_morning", 'def f(s: str):\n    return "Good " + s == "Good morning"', ans_type="str")
+
+
+def answer_by_puzzle(prompt: str) -> str:
+    """An LLM's answer by the puzzle in the prompt alone (so a search's completions do not depend on its
+    neighbours in a batch): SEVEN is solved by the first generate; NEGATIVE_ROOT's generate raises and
+    a fix solves it; every answer to GOOD_MORNING is wrong."""
+    rewrite = prompt.endswith("## What went wrong\n")  # improve / fix, not generate
+    if SEVEN.f in prompt:
+        return "    return 7\n```"
+    if NEGATIVE_ROOT.f in prompt:
+        return "```python\ndef g():\n    return -12\n```" if rewrite else "    return 1 // 0\n```"
+    return "```python\ndef g():\n    return 'night'\n```" if rewrite else "    return 'evening'\n```"
+
+
+class ScriptedLLM:
+    """For tests: returns scripted completions in order (raising when the script runs out), or, given a
+    function, answers each prompt by it. Records every prompt and the size of every batch. Tokens are
+    counted as whitespace-separated words (there is no tokenizer here)."""
+
+    def __init__(self, script: Iterable[str] | Callable[[str], str]):
+        self.answer = script if callable(script) else None
+        self.script: list[str] = [] if callable(script) else list(script)
+        self.prompts: list[str] = []
+        self.batches: list[int] = []
+        self.usage = LLMUsage()
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        started = time.perf_counter()
+        if self.answer is not None:
+            self.script += [self.answer(prompt) for prompt in prompts]
+        if len(self.prompts) + len(prompts) > len(self.script):
+            raise RuntimeError(f"ScriptedLLM: script of {len(self.script)} completions exhausted")
+        completions = self.script[len(self.prompts):len(self.prompts) + len(prompts)]
+        self.prompts.extend(prompts)
+        self.batches.append(len(prompts))
+        self.usage.calls += len(prompts)
+        self.usage.prompt_tokens += sum(len(prompt.split()) for prompt in prompts)
+        self.usage.completion_tokens += sum(len(completion.split()) for completion in completions)
+        self.usage.seconds += time.perf_counter() - started
+        return completions
