@@ -138,7 +138,10 @@ def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char
     before = stream_model.state_dict()
     changed = [name for name, value in before.items() if not torch.equal(state[f"policy.{name}"], value)]
     assert len(changed) == len(before)  # every policy tensor was updated (full fine-tune)
-    assert any(name.startswith("value_head.") for name in state)
+    head = {name: value for name, value in state.items() if name.startswith("value_head.")}
+    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", resume="auto")
+    trained = load_checkpoint(run_dir)["state_dict"]
+    assert head and all(not torch.equal(trained[name], value) for name, value in head.items())  # and the value head
 
 
 @pytest.mark.parametrize("total, world_size", [(64, 4), (8, 3), (2, 2), (3, 8)])
