@@ -16,7 +16,6 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
 from codeplay_lightning.config import ConfigError, TrainConfig, to_yaml
 from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.lightning import ArchiveDataModule, RolloutCallback, SetterPPOModule
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
 from codeplay_lightning.models import load_causal_lm, token_consistent_prompt
 from codeplay_lightning.puzzles import (
@@ -28,6 +27,7 @@ from codeplay_lightning.puzzles import (
     load_p3_split,
     setter_prompt,
 )
+from codeplay_lightning.setter import ArchiveDataModule, RolloutCallback, SetterPPOModule
 from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver
 
 log = logging.getLogger("codeplay_lightning")

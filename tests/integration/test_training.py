@@ -15,10 +15,10 @@ import torch
 from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, ScriptedLLM, answer_by_puzzle, stream_llama
 
 from codeplay_lightning.config import ConfigError, load_config
-from codeplay_lightning.lightning import rollout_callback
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
-from codeplay_lightning.rollout import Episode
+from codeplay_lightning.setter import rollout_callback
+from codeplay_lightning.setter.rollout import Episode, rank_share
 from codeplay_lightning.train import train
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -146,7 +146,7 @@ def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char
 
 @pytest.mark.parametrize("total, world_size", [(64, 4), (8, 3), (2, 2), (3, 8)])
 def test_n_envs_counts_the_streams_of_all_devices(total, world_size):
-    shares = [rollout_callback.rank_share(total, rank, world_size) for rank in range(world_size)]
+    shares = [rank_share(total, rank, world_size) for rank in range(world_size)]
     assert sum(shares) == total and max(shares) - min(shares) <= 1
 
 
@@ -219,10 +219,10 @@ def test_missing_checkpoint_never_starts_afresh(tmp_path, stream_model, char_tok
 def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tokenizer):
     """PPO's ratio starts at 1 only if the update scores tokens exactly as they were sampled."""
     from codeplay_lightning.config import PPOConfig
-    from codeplay_lightning.lightning import SetterPPOModule
     from codeplay_lightning.models import SamplingConfig, sample
     from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
-    from codeplay_lightning.rollout import Episode, pad_actions
+    from codeplay_lightning.setter import SetterPPOModule
+    from codeplay_lightning.setter.rollout import Episode, pad_actions
 
     model = copy.deepcopy(stream_model)
     prompt = setter_prompt(fewshot_puzzles()[:2])

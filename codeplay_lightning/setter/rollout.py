@@ -4,7 +4,8 @@
     judge_puzzles       validity, then the Solver's attempts (samples or a search) in the sandbox → D
     novelty_distances   embeddings against the archive (then archived) → distances to 5-NN
     reward_puzzles      R_d, R_n and R
-    PPOBuffer           padded action tokens with old log-probs, values, advantages and returns
+    build_buffer        old log-probs and values, per-token rewards, GAE, whitening → a PPOBuffer
+    rank_share          each device's part of the n_envs streams
 
 A puzzle ends at the blank line after `f` (or the eos token). A puzzle still open when its stream
 runs out of steps is dropped: it gets no reward, is not archived and is not trained on (the paper
@@ -13,6 +14,7 @@ is silent on it; dropping it keeps every trained sequence a whole puzzle with it
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,12 +23,14 @@ import numpy as np
 import torch
 
 from codeplay_lightning.archive import NoveltyArchive, embed
-from codeplay_lightning.config import RewardConfig
+from codeplay_lightning.config import RewardConfig, TrainConfig
 from codeplay_lightning.models import SamplingConfig, sample
+from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
 from codeplay_lightning.puzzles import SETTER_STOP, PuzzleCheck, check_puzzle
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
 from codeplay_lightning.solver import Solver, SolverResult
 
+SCORING_CHUNK = 8  # sequences per no-grad forward when computing old log-probs and values
 Judged = tuple[PuzzleCheck, SolverResult | None]  # the Solver's result is None for an invalid puzzle
 
 
@@ -143,3 +147,48 @@ def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor
         mask[row, :len(episode.token_ids)] = 1
     return ids, mask
 
+
+def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[ScoredPuzzle],
+                 config: TrainConfig) -> tuple[PPOBuffer, float]:
+    """Old log-probs and values from the same scoring forward that training uses, then rewards
+    (the puzzle's R on its last token, minus the per-token KL penalty), GAE and whitening."""
+    ppo = config.ppo
+    action_ids, mask = pad_actions(episodes)  # (N, T)
+    logprobs, values, reference = (torch.zeros_like(mask) for _ in range(3))
+    if not episodes:  # every stream's puzzle was cut: the iteration trains on nothing
+        return PPOBuffer(prompt_ids, action_ids, mask, logprobs, values, values, values), 0.0
+    for start in range(0, len(episodes), SCORING_CHUNK):
+        rows = slice(start, start + SCORING_CHUNK)
+        length = int(mask[rows].sum(dim=1).max())
+        ids, attention = with_prompt(prompt_ids, action_ids[rows, :length], mask[rows, :length])
+        ids, attention = ids.to(module.device), attention.to(module.device)
+        chunk_logprobs, chunk_values, _ = module.score(ids, attention, length)
+        logprobs[rows, :length], values[rows, :length] = chunk_logprobs.cpu(), chunk_values.cpu()
+        if ppo.kl_coef:
+            with _reference_weights(module) as reference_model:
+                reference[rows, :length] = module.score(ids, attention, length, model=reference_model)[0].cpu()
+    if not ppo.kl_coef:
+        reference = logprobs
+    scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)
+    rewards = token_rewards(scores, logprobs, reference, mask, ppo.kl_coef, ppo.kl_estimator)
+    advantages, returns = gae(rewards.rewards, values * mask, mask, ppo.gamma, ppo.lam)
+    if ppo.whiten_advantages and mask.sum() > 1:
+        advantages = whiten(advantages, mask)
+    kl_ref = float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask))
+    return PPOBuffer(prompt_ids, action_ids, mask, logprobs * mask, values * mask, advantages, returns), kl_ref
+
+
+@contextlib.contextmanager
+def _reference_weights(module):
+    """The frozen reference: the separate frozen copy, or the LoRA policy with adapters disabled."""
+    if module.frozen is not None:
+        yield module.frozen
+    else:
+        with module.policy.disable_adapter():
+            yield module.policy
+
+
+def rank_share(total: int, rank: int, world_size: int) -> int:
+    """This rank's part of `total` Setter streams: `rollout.n_envs` counts them across all devices,
+    as the paper's 64 do, so adding devices does not change the buffer."""
+    return total // world_size + (rank < total % world_size)

@@ -2,7 +2,8 @@
 
 Samples puzzles from the Setter, scores them (Solver, sandbox, archive), logs them, and hands the
 datamodule a `PPOBuffer` with old log-probs, values, KL-penalised rewards, GAE advantages and
-returns. The steps themselves are plain functions in `codeplay_lightning.rollout`.
+returns. The steps themselves are plain functions in `codeplay_lightning.setter.rollout`; this
+callback orders them, times them and logs what they give.
 """
 
 from __future__ import annotations
@@ -18,23 +19,20 @@ import numpy as np
 import torch
 
 from codeplay_lightning.config import TrainConfig
-from codeplay_lightning.lightning.ranks import from_every_rank, rank
 from codeplay_lightning.llm import HFLLM
-from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
-from codeplay_lightning.rollout import (
-    PPOBuffer,
+from codeplay_lightning.setter.ranks import from_every_rank, rank
+from codeplay_lightning.setter.rollout import (
     ScoredPuzzle,
+    build_buffer,
     generate_episodes,
     judge_puzzles,
     novelty_distances,
-    pad_actions,
+    rank_share,
     reward_puzzles,
-    with_prompt,
 )
 from codeplay_lightning.solver import Solver
 
 SMOOTHING = 200  # puzzles, as the paper's curves
-SCORING_CHUNK = 8  # sequences per no-grad forward when computing old log-probs and values
 
 
 class RolloutCallback(L.Callback):
@@ -164,46 +162,6 @@ class _Clock:
         return self.last - self.started
 
 
-def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[ScoredPuzzle],
-                 config: TrainConfig) -> tuple[PPOBuffer, float]:
-    """Old log-probs and values from the same scoring forward that training uses, then rewards
-    (the puzzle's R on its last token, minus the per-token KL penalty), GAE and whitening."""
-    ppo = config.ppo
-    action_ids, mask = pad_actions(episodes)  # (N, T)
-    logprobs, values, reference = (torch.zeros_like(mask) for _ in range(3))
-    if not episodes:  # every stream's puzzle was cut: the iteration trains on nothing
-        return PPOBuffer(prompt_ids, action_ids, mask, logprobs, values, values, values), 0.0
-    for start in range(0, len(episodes), SCORING_CHUNK):
-        rows = slice(start, start + SCORING_CHUNK)
-        length = int(mask[rows].sum(dim=1).max())
-        ids, attention = with_prompt(prompt_ids, action_ids[rows, :length], mask[rows, :length])
-        ids, attention = ids.to(module.device), attention.to(module.device)
-        chunk_logprobs, chunk_values, _ = module.score(ids, attention, length)
-        logprobs[rows, :length], values[rows, :length] = chunk_logprobs.cpu(), chunk_values.cpu()
-        if ppo.kl_coef:
-            with _reference_weights(module) as reference_model:
-                reference[rows, :length] = module.score(ids, attention, length, model=reference_model)[0].cpu()
-    if not ppo.kl_coef:
-        reference = logprobs
-    scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)
-    rewards = token_rewards(scores, logprobs, reference, mask, ppo.kl_coef, ppo.kl_estimator)
-    advantages, returns = gae(rewards.rewards, values * mask, mask, ppo.gamma, ppo.lam)
-    if ppo.whiten_advantages and mask.sum() > 1:
-        advantages = whiten(advantages, mask)
-    kl_ref = float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask))
-    return PPOBuffer(prompt_ids, action_ids, mask, logprobs * mask, values * mask, advantages, returns), kl_ref
-
-
-@contextlib.contextmanager
-def _reference_weights(module):
-    """The frozen reference: the separate frozen copy, or the LoRA policy with adapters disabled."""
-    if module.frozen is not None:
-        yield module.frozen
-    else:
-        with module.policy.disable_adapter():
-            yield module.policy
-
-
 def _solver_weights(module, solver_llm: str):
     """The frozen Solver samples from the frozen weights: a no-op for a separate copy; LoRA disables
     adapters. A Solver LLM of its own needs neither."""
@@ -216,9 +174,3 @@ def _gather_puzzles(texts, embeddings):
     everyone = from_every_rank((list(texts), embeddings))
     offset = sum(len(t) for t, _ in everyone[:rank()])
     return [t for ts, _ in everyone for t in ts], np.concatenate([e for _, e in everyone]), offset
-
-
-def rank_share(total: int, rank: int, world_size: int) -> int:
-    """This rank's part of `total` Setter streams: `rollout.n_envs` counts them across all devices,
-    as the paper's 64 do, so adding devices does not change the buffer."""
-    return total // world_size + (rank < total % world_size)

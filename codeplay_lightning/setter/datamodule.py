@@ -13,8 +13,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from codeplay_lightning.archive import NoveltyArchive
 from codeplay_lightning.config import PPOConfig
-from codeplay_lightning.lightning.ranks import from_every_rank, rank
-from codeplay_lightning.rollout import PPOBuffer
+from codeplay_lightning.setter.ranks import from_every_rank, rank
+from codeplay_lightning.setter.rollout import PPOBuffer
 
 
 class ArchiveDataModule(L.LightningDataModule):
