@@ -30,19 +30,19 @@ class ConfigError(ValueError):
     """A configuration that cannot be used, said in one line."""
 
 
-Strategy = Literal["sample", "gif_mcts", "worldcoder"]
+Strategy = Literal["few-shot", "gif-mcts", "worldcoder"]  # the search names are `codeplay synthesize`'s
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 
 @dataclass
 class SolverConfig:
-    """`strategy`: `sample` draws N_a few-shot samples per puzzle, D = N_a / passes; `gif_mcts` and
+    """`strategy`: `few-shot` draws N_a few-shot samples per puzzle, D = N_a / passes; `gif-mcts` and
     `worldcoder` run one search per puzzle with a budget of N_a LLM calls, D = the calls it needed to
     reach its first solution. `llm`: `frozen` samples from the Setter's frozen reference weights;
     anything else is loaded apart: `smollm2-135m`, a hub id, a local directory, or
     `openai:BASE_URL#MODEL` for an OpenAI-compatible server."""
 
-    strategy: Strategy = "sample"  # sample | gif_mcts | worldcoder
+    strategy: Strategy = "few-shot"  # few-shot | gif-mcts | worldcoder
     llm: str = "frozen"  # frozen | smollm2-135m | hub id | local directory | openai:BASE_URL#MODEL
     attempts: int = 8  # N_a: samples per puzzle, or a search's budget of LLM calls
     batch_size: int = 32  # sequences a local LLM samples together: (puzzle, attempt) rows, or a round's prompts
@@ -67,7 +67,7 @@ class SolverConfig:
         from codeplay_lightning.models.sampling import SamplingConfig
         from codeplay_lightning.puzzles import SOLVER_STOP
 
-        stop_strings = SOLVER_STOP if self.strategy == "sample" else ()
+        stop_strings = SOLVER_STOP if self.strategy == "few-shot" else ()
         return SamplingConfig(self.max_new_tokens, self.temperature, self.top_p, stop_strings)
 
 
@@ -162,8 +162,6 @@ class TrainConfig:
     name: str = "balanced"  # the run's folder under trainer.run_root; presets set their own
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    # keys commented in solver/common.py: strategy (sample | gif_mcts | worldcoder), llm (frozen: the Setter's
-    # frozen weights | smollm2-135m, hub id, directory | openai:BASE_URL#MODEL), attempts (N_a), sampling
     solver: SolverConfig = field(default_factory=SolverConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)

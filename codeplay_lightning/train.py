@@ -107,7 +107,7 @@ def _solver(config: TrainConfig, frozen, tokenizer, sandbox: Sandbox, examples: 
     solver = config.solver
     log.info("solver: %s, %d attempts, LLM %s", solver.strategy, solver.attempts, solver.llm)
     llm = _solver_llm(config, frozen, tokenizer, generator)
-    if solver.strategy == "sample":
+    if solver.strategy == "few-shot":
         return FewShotSolver(llm, sandbox, examples, solver)
     return SearchSolver(llm, sandbox, solver, generator)
 
@@ -117,7 +117,7 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
     prompt is raw text to continue; a search's prompts are instructions, sent as chat where the LLM
     decides it can take them (`load_llm`'s rule)."""
     solver = config.solver
-    chat = None if solver.strategy != "sample" else False
+    chat = None if solver.strategy != "few-shot" else False
     if solver.llm == "frozen":
         return HFLLM(frozen, tokenizer, solver.sampling, chat=chat, batch_size=solver.batch_size, generator=generator)
     dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy

@@ -2,9 +2,9 @@
 
 `solver.strategy` picks how it attempts a puzzle, always with N_a = `solver.attempts` LLM calls at most:
 
-- `sample` (Codeplay): N_a independent few-shot samples; D = N_a / passes, which estimates the
+- `few-shot` (Codeplay): N_a independent few-shot samples; D = N_a / passes, which estimates the
   expected number of samples per solution; ∞ when none passes.
-- `gif_mcts`, `worldcoder`: one code search per puzzle with a budget of N_a calls;
+- `gif-mcts`, `worldcoder`: one code search per puzzle with a budget of N_a calls;
   D = the calls it needed to reach its first solving program (`SearchResult.solved_at`), ∞ when
   the budget ran out, and passes = 1 if solved else 0. Calls-to-solution is the search's own count
   of samples per solution, on the same scale 1..N_a, so R_d's ramp (0 at D = 1, 1 from D = 3)

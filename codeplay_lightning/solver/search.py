@@ -23,7 +23,7 @@ from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.search import P3Task, SearchResult, make_search, run_searches
 from codeplay_lightning.solver.common import SolverConfig
 
-SEARCH_METHODS = {"gif_mcts": "gif-mcts", "worldcoder": "worldcoder"}  # solver.strategy -> make_search method
+SEARCH_STRATEGIES = ("gif-mcts", "worldcoder")  # solver.strategy values that are make_search methods
 
 
 @dataclass(frozen=True)
@@ -45,14 +45,14 @@ class SearchPuzzleResult:
 
 
 class SearchSolver:
-    """`config.strategy` (gif_mcts | worldcoder) searches on `llm`, each with a budget of `config.attempts`
+    """`config.strategy` (gif-mcts | worldcoder) searches on `llm`, each with a budget of `config.attempts`
     calls, judged in `sandbox`. `generator` draws each search's seed (WorldCoder's Thompson sampling)."""
 
     def __init__(self, llm: LLM, sandbox: Sandbox, config: SolverConfig, generator: torch.Generator) -> None:
-        if config.strategy not in SEARCH_METHODS:
-            raise ValueError(f"SearchSolver runs {' or '.join(SEARCH_METHODS)}, not {config.strategy!r}")
+        if config.strategy not in SEARCH_STRATEGIES:
+            raise ValueError(f"SearchSolver runs {' or '.join(SEARCH_STRATEGIES)}, not {config.strategy!r}")
         self.llm, self.sandbox, self.config, self.generator = llm, sandbox, config, generator
-        self.method = SEARCH_METHODS[config.strategy]
+        self.method = config.strategy
 
     def solve(self, puzzles: Sequence[Puzzle]) -> list[SearchPuzzleResult]:
         """One result per puzzle, in order."""

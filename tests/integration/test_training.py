@@ -77,7 +77,7 @@ def test_every_config_file_loads_and_validates(path):
     ("rollout.n_envs=0", "must be >= 1"),
     ("reward.combine=product", "takes no weights"),
     ("noequals", "not of the form key=value"),
-    ("solver.strategy=beam", r"expected one of \['sample', 'gif_mcts', 'worldcoder'\]"),
+    ("solver.strategy=beam", r"expected one of \['few-shot', 'gif-mcts', 'worldcoder'\]"),
     ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
     ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
     ("sandbox.workers=0", "sandbox.workers must be from 1 to 256"),
@@ -285,7 +285,7 @@ def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model,
         return llms[-1]
 
     monkeypatch.setattr("codeplay_lightning.train.HFLLM", solver_llm)
-    run_dir = run(tmp_path, stream_model, char_tokenizer, "solver.strategy=gif_mcts", "solver.attempts=3")
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "solver.strategy=gif-mcts", "solver.attempts=3")
 
     expected_d = {SEVEN.f: 1, NEGATIVE_ROOT.f: 2, GOOD_MORNING.f: None}  # LLM calls to the first solution
     puzzles = read_puzzles(run_dir)
@@ -327,7 +327,7 @@ class CoinLLM(ScriptedLLM):
         return "\n    return 7" if torch.randint(0, 2, (1,), generator=self.generator).item() else "\n    return -12"
 
 
-@pytest.mark.parametrize("strategy", ["sample", "worldcoder"])
+@pytest.mark.parametrize("strategy", ["few-shot", "worldcoder"])
 def test_resume_continues_the_solvers_random_stream(tmp_path, stream_model, char_tokenizer, valid_puzzles,
                                                     monkeypatch, strategy):
     monkeypatch.setattr("codeplay_lightning.train.HFLLM", CoinLLM)

@@ -102,7 +102,7 @@ def test_tiny_model_end_to_end_is_reproducible_whatever_the_batch_size(tiny_llam
 
 def test_sampling_stops_at_the_solver_stops_and_a_search_runs_to_eos():
     assert SolverConfig().sampling.stop_strings == SOLVER_STOP
-    for strategy in ("gif_mcts", "worldcoder"):
+    for strategy in ("gif-mcts", "worldcoder"):
         sampling = SolverConfig(strategy=strategy, max_new_tokens=64, temperature=0.5, top_p=0.9).sampling
         assert sampling == SamplingConfig(64, 0.5, 0.9, ())
 
@@ -114,7 +114,7 @@ def search_solver(strategy: str, attempts: int, sandbox, llm, seed: int = 0) -> 
                         torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("strategy", ["gif_mcts", "worldcoder"])
+@pytest.mark.parametrize("strategy", ["gif-mcts", "worldcoder"])
 def test_search_difficulty_is_calls_to_first_solution_within_a_budget_of_attempts(strategy, sandbox):
     llm = ScriptedLLM(answer_by_puzzle)
     results = search_solver(strategy, 4, sandbox, llm).solve([SEVEN, NEGATIVE_ROOT, GOOD_MORNING])
@@ -140,7 +140,7 @@ def test_search_solver_on_a_tiny_model_is_reproducible_within_its_budget(tiny_ll
                     generator=torch.Generator().manual_seed(0))
         return SearchSolver(llm, sandbox, config, llm.generator).solve([GOOD_MORNING, SEVEN]), llm
 
-    for strategy in ("gif_mcts", "worldcoder"):
+    for strategy in ("gif-mcts", "worldcoder"):
         results, llm = solve(strategy)
         assert solve(strategy)[0] == results
         assert all(1 <= result.search.calls <= 3 for result in results)
@@ -149,14 +149,14 @@ def test_search_solver_on_a_tiny_model_is_reproducible_within_its_budget(tiny_ll
 
 
 def test_search_solver_refuses_the_sample_strategy(sandbox):
-    with pytest.raises(ValueError, match="gif_mcts or worldcoder"):
-        search_solver("sample", 2, sandbox, ScriptedLLM(answer_by_puzzle))
+    with pytest.raises(ValueError, match="gif-mcts or worldcoder"):
+        search_solver("few-shot", 2, sandbox, ScriptedLLM(answer_by_puzzle))
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [({"attempts": 0}, "attempts"), ({"batch_size": 0}, "batch_size"), ({"temperature": 0.0}, "temperature"),
-     ({"strategy": "beam"}, "solver.strategy must be one of sample, gif_mcts, worldcoder; got 'beam'")],
+     ({"strategy": "beam"}, "solver.strategy must be one of few-shot, gif-mcts, worldcoder; got 'beam'")],
 )
 def test_config_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
