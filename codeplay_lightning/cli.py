@@ -214,7 +214,7 @@ def run_solve(args: argparse.Namespace) -> int:
     from codeplay_lightning.llm import load_llm
     from codeplay_lightning.puzzle_files import read_puzzle_file
     from codeplay_lightning.puzzles import fewshot_puzzles
-    from codeplay_lightning.solver import FewShotSolver, SolverConfig
+    from codeplay_lightning.solver import FewShotSolver, SolverConfig, solver_sampling
 
     config = SolverConfig(attempts=args.attempts, batch_size=args.batch_size,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature)
@@ -225,7 +225,7 @@ def run_solve(args: argparse.Namespace) -> int:
     puzzles = list({e.name: e.puzzle for e in entries if not e.problem}.values())
     if not puzzles:
         raise ValueError(f"{args.file} holds no usable puzzle")
-    llm = load_llm(args.model, config.sampling, chat=False, dtype=getattr(torch, args.dtype),
+    llm = load_llm(args.model, solver_sampling(config), chat=False, dtype=getattr(torch, args.dtype),
                    batch_size=config.batch_size, generator=torch.Generator().manual_seed(args.seed))
     out = Path(args.out) if args.out else _default_out(args.file, ".solved.jsonl")
     started = time.perf_counter()

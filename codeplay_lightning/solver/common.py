@@ -8,9 +8,18 @@ from typing import Protocol
 from codeplay_lightning.config import STRATEGIES, SolverConfig
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm.interface import LLM
-from codeplay_lightning.puzzles import Puzzle
+from codeplay_lightning.models.sampling import SamplingConfig
+from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle
 
-__all__ = ["STRATEGIES", "Solver", "SolverConfig", "SolverResult"]
+__all__ = ["STRATEGIES", "Solver", "SolverConfig", "SolverResult", "solver_sampling"]
+
+
+def solver_sampling(config: SolverConfig) -> SamplingConfig:
+    """How the Solver's LLM samples. The few-shot Solver continues `def g():` and stops where the
+    few-shot pattern goes on; a search's answers (prose, then a fenced program) run to eos."""
+    stop_strings = SOLVER_STOP if config.strategy == "few-shot" else ()
+    return SamplingConfig(config.max_new_tokens, config.temperature, config.top_p, stop_strings)
+
 
 class SolverResult(Protocol):
     """What the rollout reads of the Solver's work on one puzzle."""

@@ -58,7 +58,7 @@ class PuzzleResult:
 class FewShotSolver:
     """Draws `config.attempts` candidate `g` per puzzle from a frozen LM and verifies them.
 
-    `llm` must continue raw prompts (not chat) with `config.sampling`'s settings, which stop at the
+    `llm` must continue raw prompts (not chat) with `solver_sampling(config)`'s settings, which stop at the
     Solver stop strings; it makes the run reproducible when it is seeded (`HFLLM(generator=...)`).
     """
 

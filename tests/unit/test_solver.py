@@ -22,6 +22,7 @@ from codeplay_lightning.solver import (
     SolverConfig,
     candidate_program,
     difficulty,
+    solver_sampling,
 )
 
 EXAMPLES = fewshot_puzzles()[:2]
@@ -79,7 +80,7 @@ def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
 
 def tiny_solver(model, tokenizer, sandbox, batch_size: int, seed: int = 0) -> FewShotSolver:
     config = SolverConfig(attempts=3, batch_size=batch_size, max_new_tokens=8)
-    llm = HFLLM(model, tokenizer, config.sampling, chat=False, batch_size=batch_size,
+    llm = HFLLM(model, tokenizer, solver_sampling(config), chat=False, batch_size=batch_size,
                 generator=torch.Generator().manual_seed(seed))
     return FewShotSolver(llm, sandbox, EXAMPLES, config)
 
@@ -101,9 +102,9 @@ def test_tiny_model_end_to_end_is_reproducible_whatever_the_batch_size(tiny_llam
 
 
 def test_sampling_stops_at_the_solver_stops_and_a_search_runs_to_eos():
-    assert SolverConfig().sampling.stop_strings == SOLVER_STOP
+    assert solver_sampling(SolverConfig()).stop_strings == SOLVER_STOP
     for strategy in ("gif-mcts", "worldcoder"):
-        sampling = SolverConfig(strategy=strategy, max_new_tokens=64, temperature=0.5, top_p=0.9).sampling
+        sampling = solver_sampling(SolverConfig(strategy=strategy, max_new_tokens=64, temperature=0.5, top_p=0.9))
         assert sampling == SamplingConfig(64, 0.5, 0.9, ())
 
 
@@ -136,7 +137,7 @@ def test_search_difficulty_is_calls_to_first_solution_within_a_budget_of_attempt
 def test_search_solver_on_a_tiny_model_is_reproducible_within_its_budget(tiny_llama, char_tokenizer, sandbox):
     def solve(strategy: str) -> tuple[list[SearchPuzzleResult], HFLLM]:
         config = SolverConfig(strategy=strategy, attempts=3, max_new_tokens=8)
-        llm = HFLLM(tiny_llama, char_tokenizer, config.sampling, chat=False,
+        llm = HFLLM(tiny_llama, char_tokenizer, solver_sampling(config), chat=False,
                     generator=torch.Generator().manual_seed(0))
         return SearchSolver(llm, sandbox, config, llm.generator).solve([GOOD_MORNING, SEVEN]), llm
 
