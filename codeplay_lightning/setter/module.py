@@ -71,7 +71,7 @@ class SetterPPOModule(L.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]
         self._batch_tokens = float(mask.sum()) if mask.numel() else 0.0
-        # A minibatch is whole puzzles (sequences), not a token count as in RL4LMs: see the README
+        # A minibatch is whole puzzles (sequences), not a token count as in RL4LMs: see docs/training.md
         self.log_dict({"ppo/minibatch_sequences": float(len(mask)), "ppo/minibatch_tokens": self._batch_tokens},
                       on_step=False, on_epoch=True, batch_size=1, sync_dist=True)
         if mask.numel() == 0:  # a rank with no puzzle this iteration still steps with the others
@@ -90,7 +90,7 @@ class SetterPPOModule(L.LightningModule):
 
     def _log_metrics(self, metrics: dict, batch_size: int) -> None:
         """Every rank logs the same keys in the same order at every step: each is all-reduced. One value
-        per iteration (the mean over its minibatches), under the names the README lists."""
+        per iteration (the mean over its minibatches), under the names docs/training.md lists."""
         self.log_dict(metrics, on_step=False, on_epoch=True, batch_size=batch_size, sync_dist=True)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
