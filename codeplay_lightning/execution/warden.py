@@ -42,7 +42,8 @@ HEADER = struct.Struct(">I")  # a frame: body size, then the body
 COUNT = struct.Struct(">H")  # a body: field count, each field's size, then the UTF-8 fields
 SIZE = struct.Struct(">I")
 
-NOBODY = 65534
+NOBODY = 65534  # runners' uid
+JUDGE_UID = 65533  # judges' uid: another, so that no runner can signal or stop its puzzle's judge
 ANSWER_CHARS = 1 << 27  # an answer travels as JSON text of at most this many characters
 ANSWER_DEPTH = 100  # and nests at most this deep
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
@@ -551,6 +552,15 @@ def _unlock(directory: str) -> None:
             pass
 
 
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (R, S, D, T, Z, ...); "X" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+    except OSError:
+        return "X"
+
+
 def oom_kills(fd: int) -> int:
     for line in os.pread(fd, 4096, 0).decode().splitlines():
         key, _, value = line.partition(" ")
@@ -603,7 +613,8 @@ class Warden:
             limits = (f"rlimits only: {memory} MiB per process, processes of uid {self.program_uid} "
                       f"capped at {self.nproc}")
         if self.namespaced:
-            return (f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY}, private /tmp per program; "
+            return (f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
+                    "private /tmp per program; "
                     + limits)
         return ("basic (not root): own session only, no namespaces (network and files visible), a program can "
                 "outlive a killed sandbox; " + limits)
@@ -671,7 +682,7 @@ class Warden:
         if self.judge is None:
             to_judge_read, to_judge_write = os.pipe()
             from_judge_read, from_judge_write = os.pipe()
-            pid = self._fork([to_judge_read, from_judge_write])
+            pid = self._fork([to_judge_read, from_judge_write], JUDGE_UID)
             if pid == 0:
                 self._judge_main(code, f, answer_type)
             os.close(to_judge_read)
@@ -707,7 +718,7 @@ class Warden:
         """("answer", JSON text, answer repr, output), or (status, detail, answer repr or "", output)
         of a program that gave no answer to judge."""
         read_fd, write_fd = os.pipe()
-        pid = self._fork([write_fd])
+        pid = self._fork([write_fd], NOBODY)
         if pid == 0:
             self._runner_main(code, g, answer_type)
         os.close(write_fd)
@@ -724,6 +735,8 @@ class Warden:
         how = self._end(pid)
         self._kill_strays(spare=self.judge[0] if self.judge else None)
         self._empty_workspace()  # before the judge sees the answer: nothing else of g's reaches f
+        if self.judge is not None and _state(self.judge[0]) not in "RSD":  # without namespaces a runner shares
+            self._stop_judge()  # the judge's uid: one it stopped or killed is replaced, not blamed on the next program
         if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
             self.oom_count = count  # one of the program's processes was killed for its memory
             return "memory", f"the program's processes ran out of their {self.memory_bytes >> 20} MiB", "", ""
@@ -733,8 +746,9 @@ class Warden:
             return problem
         return "error", f"g's process ended without an answer: {how}", "", ""
 
-    def _fork(self, keep: list[int]) -> int:
-        """Fork a runner or a judge; in the child, isolate it and keep only the `keep` fds, as 3, 4, ..."""
+    def _fork(self, keep: list[int], uid: int) -> int:
+        """Fork a runner or a judge; in the child, isolate it, keep only the `keep` fds (as 3, 4, ...)
+        and, with namespaces, run as `uid`."""
         pid = os.fork()
         if pid:
             return pid
@@ -758,8 +772,8 @@ class Warden:
                 resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc,) * 2)
             if self.namespaced:
                 os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
+                os.setgid(uid)
+                os.setuid(uid)
             _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             sys.setrecursionlimit(self.recursion_limit)
             sys.set_int_max_str_digits(0)  # P3 predates the limit; huge conversions meet the timeout instead

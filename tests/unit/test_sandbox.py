@@ -1440,6 +1440,28 @@ def test_state_changes_do_not_reach_later_programs(solo, probe_answer, g):
     check_ordinary(verdicts[2:])
 
 
+STOP_THE_JUDGE = """import os, signal
+def g():
+    me, parent = os.getpid(), os.getppid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
+                        os.kill(int(entry), signal.SIGSTOP)  # the judge is the warden's other child
+            except (OSError, ValueError):
+                pass
+    raise ValueError("no answer to judge")
+"""
+
+
+def test_a_runner_cannot_stop_its_puzzles_judge_for_the_next_program(solo):
+    f = "def f(x: int) -> bool:\n    return x == 5"
+    right = Program(f, "def g():\n    return 5\n")
+    verdicts = solo.verify([right, Program(f, STOP_THE_JUDGE), right, right])
+    assert [v.status for v in verdicts] == ["pass", "error", "pass", "pass"], verdicts
+
+
 # ---------------------------------------------------------------- escapes
 
 
@@ -1704,6 +1726,10 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
         ("def f(x):\n    return x == 5", "import os\ndef g():\n    os.makedirs('a/b')\n    os.chmod('a/b', 0)\n"
          "    os.chmod('a', 0)\n    return 4", "fail"),
         ("def f(x: List[str]):\n    return x == []", "import os\ndef g():\n    return os.listdir('.')", "pass"),
+        # the same uid as the judge here: a judge the runner stopped is replaced before the next program
+        ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
+        ("def f(x: int):\n    return x == 5", STOP_THE_JUDGE, "error"),
+        ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
     ]
     result = subprocess.run(_unprivileged_command(), capture_output=True, text=True, timeout=120,
                             env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)})
