@@ -5,17 +5,18 @@ standard library only (the package is not importable in here on purpose).
 
   launcher ──fork──> warden: PID 1 of new pid, net, mount and ipc namespaces (root only), chrooted
      │               into a read-only root that holds the system libraries and the stdlib
-     │                ├── judge, one per puzzle: compiles f, then judges every answer sent to it
+     │                ├── judge, one per puzzle, forked on its first answer: judges every answer
      │                └── runner, one per program, used once: runs g, sends its answer as JSON text
      └─ reports the warden's pid and exit status, then removes its cgroups
 
-For each program the warden makes sure a judge for the program's f runs (a new one when f
-changes), forks a runner for g, reads the runner's one frame (bounded in size and time), kills
-everything the runner left behind, and passes the answer to the judge. g never shares a process
-with f, with another program or with the warden, so it can produce a wrong answer, never a
-verdict. Runners and judges run as uid 65534 with a private /tmp and IPC namespace, in a cgroup
-that bounds the memory and processes of one program where the machine offers one, else under
-rlimits. Without root the warden degrades to rlimits and its own session, and says so.
+For each program the warden compiles f and g (compiling runs nothing; syntax errors need no
+process), forks a runner for g, reads the runner's one frame (bounded in size and time), kills
+everything the runner left behind, and passes the answer to the puzzle's judge, which it keeps
+while the programs are of the same f. g never shares a process with f, with another program or
+with the warden, so it can produce a wrong answer, never a verdict. Runners run as uid 65534 and
+judges as 65533, each with an IPC namespace of its own, in a cgroup that bounds the memory and
+processes of one program where the machine offers one, else under rlimits. Without root the
+warden degrades to rlimits and its own session, and says so.
 
 Every message between the processes is a frame: a 4-byte size, then a list of strings (`pack`).
 """
