@@ -1,0 +1,92 @@
+"""`codeplay bench`: performance goals as ratios measured side by side in one run.
+
+- Sandbox verdicts/s against a naive harness (one `multiprocessing.Process` plus one `Manager`
+  per program, four driver threads) on the same programs, whose verdicts must be identical; and
+  against unsandboxed in-process `exec`, the ceiling. Goal: ≥ 15× the naive harness.
+- Novelty archive: hnswlib 5-NN at a 100k archive against exact numpy search. Goal: ≥ 20×
+  faster at recall@5 ≥ 0.95.
+- PPO minibatch update tokens/s against the bare model's forward + backward on the same batch.
+  Goal: ≥ 60%.
+- One CPU-scale training iteration on the embedded model: the share of its time spent outside
+  the models (sandbox, novelty, glue; goal ≤ 10%) and the peak RSS (full fine-tune; goal ≤ 8 GiB).
+- Solver sampling tokens/s at batch 32 against one sequence at a time, embedded model, on the
+  Solver's own prompts, with fp32 and with bf16 weights. Goal: ≥ 8×.
+- The same prompts through the search's LLM backends: HFLLM at batch 1 and 32, and OpenAILLM
+  against a local llama.cpp server (skipped, with the reason, when llama_cpp is not installed),
+  as ratios to HFLLM at batch 1.
+"""
+
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import platform
+from pathlib import Path
+
+from codeplay_lightning.bench.archive import bench_knn
+from codeplay_lightning.bench.models import (
+    bench_ppo_update,
+    bench_sampling,
+    bench_solver_backends,
+    bench_training_iteration,
+)
+from codeplay_lightning.bench.sandbox import bench_sandbox
+
+
+def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
+    results = {"machine": {"python": platform.python_version(), "cpus": multiprocessing.cpu_count(),
+                           "processor": platform.processor() or platform.machine()}}
+    print(f"sandbox: {pairs} programs, sandbox vs naive harness vs in-process exec ...", flush=True)
+    results["sandbox"] = sandbox = bench_sandbox(pairs)
+    rows = [("sandbox verdicts/s", f"{sandbox['sandbox_verdicts_per_s']:.0f}", ""),
+            ("naive harness verdicts/s", f"{sandbox['naive_verdicts_per_s']:.0f}", ""),
+            ("in-process exec verdicts/s", f"{sandbox['inprocess_verdicts_per_s']:.0f}", ""),
+            ("sandbox / naive", f"{sandbox['speedup_vs_naive']:.1f}x", "goal >= 15x"),
+            ("sandbox / in-process", f"{sandbox['fraction_of_inprocess']:.2f}", "the ceiling is 1"),
+            ("identical verdicts", str(sandbox["identical_verdicts"]), "required")]
+    print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
+    results["knn"] = knn = bench_knn()
+    rows += [("5-NN queries/s, hnswlib at 100k", f"{knn['hnsw_queries_per_s']}", ""),
+             ("5-NN queries/s, exact numpy", f"{knn['exact_queries_per_s']}", ""),
+             ("hnswlib / exact", f"{knn['speedup']}x", "goal >= 20x"),
+             ("hnswlib recall@5", f"{knn['recall_at_5']}", "goal >= 0.95")]
+    if with_model:
+        print("PPO update vs bare forward+backward, embedded model, bf16 autocast ...", flush=True)
+        results["ppo_update"] = ppo = bench_ppo_update()
+        rows += [("PPO update tokens/s", f"{ppo['ppo_tokens_per_s']:.0f}", ""),
+                 ("bare fwd+bwd tokens/s", f"{ppo['bare_tokens_per_s']:.0f}", ""),
+                 ("PPO update / bare", f"{ppo['ppo_over_bare']:.2f}", "goal >= 0.60")]
+        print("one CPU-scale training iteration (configs/balanced.yaml) ...", flush=True)
+        results["iteration"] = iteration = bench_training_iteration()
+        rows += [("iteration seconds", f"{iteration['seconds']:.0f}", ""),
+                 ("share outside the models", f"{iteration['outside_models_frac']:.3f}", "goal <= 0.10"),
+                 ("peak RSS, full fine-tune (GiB)", f"{iteration['peak_rss_gib']:.2f}", "goal <= 8")]
+        print("sampling: embedded model, batch 32 vs batch 1 ...", flush=True)
+        results["sampling"] = sampling = bench_sampling()
+        for precision in ("fp32", "bf16"):
+            numbers = sampling[precision]
+            rows += [(f"sampling {precision} batch 1 tok/s", f"{numbers['batch1_tokens_per_s']:.1f}", ""),
+                     (f"sampling {precision} batch 32 tok/s", f"{numbers['batch32_tokens_per_s']:.1f}", ""),
+                     (f"sampling {precision} batch 32 / batch 1", f"{numbers['speedup']:.1f}x", "goal >= 8x")]
+        print("solver backends: HFLLM batch 1 and 32 vs a llama.cpp server, embedded model ...", flush=True)
+        results["solver_backends"] = backends = bench_solver_backends()
+        rows += [("HFLLM bf16 batch 1 tok/s", f"{backends['hf_batch1_tokens_per_s']:.1f}", ""),
+                 ("HFLLM bf16 batch 32 tok/s", f"{backends['hf_batch32_tokens_per_s']:.1f}",
+                  f"{backends['hf_batch32_over_batch1']:.1f}x batch 1")]
+        if "server_skipped" in backends:
+            rows.append(("llama.cpp server tok/s", "skipped", backends["server_skipped"]))
+        else:
+            for concurrency in (1, 4):
+                name = f"server_concurrency{concurrency}"
+                rows.append((f"llama.cpp server, {concurrency} in flight, tok/s",
+                             f"{backends[f'{name}_tokens_per_s']:.1f}",
+                             f"{backends[f'{name}_over_hf_batch1']:.1f}x HFLLM batch 1"))
+    width = max(len(row[0]) for row in rows)
+    for name, value, goal in rows:
+        print(f"  {name:<{width}}  {value:>10}  {goal}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {out}")
+    return results
+

@@ -1,0 +1,174 @@
+"""The models' side: PPO update against the bare forward + backward, one training iteration, Solver
+sampling batched against one at a time, and the LLM backends."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+def solver_prompts(count: int) -> list[str]:
+    """The Solver's own workload: few-shot prompts for bundled puzzles, cycled to `count`."""
+    from codeplay_lightning.puzzles import bundled_puzzles, fewshot_puzzles, solver_prompt
+
+    examples = fewshot_puzzles()
+    puzzles = bundled_puzzles()
+    return [solver_prompt(examples, puzzles[index % len(puzzles)]) for index in range(count)]
+
+
+def bench_sampling(max_new_tokens: int = 48) -> dict:
+    """The Solver's own workload: few-shot prompts for bundled puzzles, fp32 and bf16 weights."""
+    import torch
+
+    from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm
+
+    prompts = solver_prompts(32)
+    result = {"model": EMBEDDED_ALIAS, "max_new_tokens": max_new_tokens, "torch_threads": torch.get_num_threads()}
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=dtype)
+        one = measure_sampling_throughput(model, tokenizer, prompts[:4], 1, max_new_tokens)
+        batched = measure_sampling_throughput(model, tokenizer, prompts, 32, max_new_tokens)
+        result[precision] = {"batch1_tokens_per_s": one, "batch32_tokens_per_s": batched, "speedup": batched / one}
+    return result
+
+
+def bench_solver_backends(max_new_tokens: int = 64) -> dict:
+    """Solver tokens/s through the search's LLM backends on the embedded model: HFLLM (bf16 weights)
+    at batch 1 and 32, and OpenAILLM against a llama.cpp server on the model's Q4_1 GGUF, one request
+    at a time and 4 in flight. Sampling at temperature 1 without stop strings, as in
+    `bench_sampling`; tokens/s is completion tokens over wall time, prefill included."""
+    import importlib.util
+
+    import torch
+
+    from codeplay_lightning.llm import HFLLM, LLM, LLMUsage, OpenAILLM
+    from codeplay_lightning.llm.llama_server import embedded_gguf, llama_server
+    from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm
+
+    prompts = solver_prompts(32)
+    sampling = SamplingConfig(max_new_tokens)
+
+    def tokens_per_s(llm: LLM, workload: list[str]) -> float:
+        llm.complete(workload[:1])  # warm-up, not timed
+        llm.usage = LLMUsage()
+        llm.complete(workload)
+        return llm.usage.completion_tokens / llm.usage.seconds
+
+    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=torch.bfloat16)
+    hf = {batch_size: HFLLM(model, tokenizer, sampling, chat=False, batch_size=batch_size,
+                            generator=torch.Generator().manual_seed(0)) for batch_size in (1, 32)}
+    hf_batch1 = tokens_per_s(hf[1], prompts[:4])  # as in bench_sampling: one at a time is slow
+    hf_batch32 = tokens_per_s(hf[32], prompts)
+    result = {"model": EMBEDDED_ALIAS, "prompts": len(prompts), "max_new_tokens": max_new_tokens,
+              "torch_threads": torch.get_num_threads(), "hf_batch1_tokens_per_s": hf_batch1,
+              "hf_batch32_tokens_per_s": hf_batch32, "hf_batch32_over_batch1": hf_batch32 / hf_batch1}
+    if importlib.util.find_spec("llama_cpp") is None:
+        result["server_skipped"] = "llama_cpp is not installed (make install-server)"
+        return result
+    with llama_server(embedded_gguf(), threads=torch.get_num_threads()) as base_url:
+        for concurrency in (1, 4):
+            llm = OpenAILLM(base_url, EMBEDDED_ALIAS, sampling, chat=False, concurrency=concurrency, seed=0)
+            result[f"server_concurrency{concurrency}_tokens_per_s"] = speed = tokens_per_s(llm, prompts)
+            result[f"server_concurrency{concurrency}_over_hf_batch1"] = speed / hf_batch1
+    return result
+
+
+def bench_ppo_update(batch_size: int = 8, actions: int = 48, repeats: int = 2) -> dict:
+    """Tokens/s of one PPO minibatch update (scoring forward, losses, backward) against the bare
+    model's forward + backward (cross-entropy) on the same token batch, bf16 autocast."""
+    import torch
+
+    from codeplay_lightning.config import PPOConfig
+    from codeplay_lightning.setter import SetterPPOModule
+    from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm
+    from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
+
+    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS)
+    module = SetterPPOModule(model, None, PPOConfig(), 0.8, 256, True, identity={})
+    prompt_ids = torch.tensor(tokenizer(setter_prompt(fewshot_puzzles()[:6]))["input_ids"])
+    generator = torch.Generator().manual_seed(0)
+    action_ids = torch.randint(0, len(tokenizer), (batch_size, actions), generator=generator)
+    mask = torch.ones(batch_size, actions)
+    batch = {"input_ids": torch.cat([prompt_ids.expand(batch_size, -1), action_ids], dim=1),
+             "mask": mask, "old_logprobs": torch.full_like(mask, -3.0), "old_values": torch.zeros_like(mask),
+             "advantages": torch.randn(batch_size, actions, generator=generator), "returns": torch.zeros_like(mask)}
+    batch["attention_mask"] = torch.ones_like(batch["input_ids"], dtype=torch.float)
+    module.log_dict = lambda *args, **kwargs: None  # no trainer here
+
+    def ppo_step():
+        module.training_step(batch, 0).backward()
+
+    def bare_step():
+        logits = model(input_ids=batch["input_ids"]).logits[:, :-1].float()
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["input_ids"][:, 1:].flatten()).backward()
+
+    seconds = {}
+    for name, step in (("ppo", ppo_step), ("bare", bare_step)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            step()  # warm-up
+            started = time.perf_counter()
+            for _ in range(repeats):
+                step()
+            seconds[name] = (time.perf_counter() - started) / repeats
+        model.zero_grad(set_to_none=True)
+    tokens = batch["input_ids"].numel()
+    return {"tokens_per_batch": tokens, "ppo_tokens_per_s": tokens / seconds["ppo"],
+            "bare_tokens_per_s": tokens / seconds["bare"], "ppo_over_bare": seconds["bare"] / seconds["ppo"]}
+
+
+def bench_training_iteration(config: str = "configs/balanced.yaml") -> dict:
+    """One CPU-scale PPO iteration of `config` on the embedded model (full fine-tune), in a child
+    process: where its time went (iterations.jsonl) and the child's peak resident memory."""
+    import resource
+    import subprocess
+    import sys
+    import tempfile
+
+    if not Path(config).is_file():
+        raise ValueError(f"{config} not found: run the benchmarks from the repository root")
+    with tempfile.TemporaryDirectory() as runs:
+        command = [sys.executable, "-m", "codeplay_lightning.cli", "train", config, f"trainer.run_root={runs}",
+                   "trainer.iterations=1"]
+        completed = subprocess.run(command, capture_output=True, text=True)
+        if completed.returncode:
+            raise RuntimeError(f"the training iteration failed:\n{completed.stderr[-2000:]}")
+        (record_file,) = Path(runs).glob("*/version_0/iterations.jsonl")
+        record = json.loads(record_file.read_text().splitlines()[-1])
+    record["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB on Linux
+    record["config"] = config
+    return record
+
+
+def measure_sampling_throughput(
+    model,
+    tokenizer,
+    prompts: list[str],
+    batch_size: int,
+    max_new_tokens: int,
+) -> float:
+    """Tokens per second generated while sampling one continuation per prompt, `batch_size` at a time.
+
+    Sampling is at temperature 1 with no stop strings, so rows run to `max_new_tokens` unless they
+    sample eos; only tokens actually generated count. One untimed 2-token batch warms up first.
+    For bf16, call this inside `torch.autocast(device_type, dtype=torch.bfloat16)`.
+    """
+    import torch
+
+    from codeplay_lightning.models.sampling import SamplingConfig, sample
+
+    if not prompts:
+        raise ValueError("measure_sampling_throughput needs at least one prompt")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    generators = [torch.Generator().manual_seed(index) for index in range(len(prompts))]
+    sample(model, tokenizer, prompts[:batch_size], SamplingConfig(max_new_tokens=2), generators[:batch_size])
+
+    config = SamplingConfig(max_new_tokens=max_new_tokens)
+    generated = 0
+    start = time.perf_counter()
+    for first in range(0, len(prompts), batch_size):
+        batch = slice(first, first + batch_size)
+        samples = sample(model, tokenizer, prompts[batch], config, generators[batch])
+        generated += sum(len(token_ids) for token_ids in samples.token_ids)
+    return generated / (time.perf_counter() - start)
