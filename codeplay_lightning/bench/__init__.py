@@ -24,13 +24,6 @@ import multiprocessing
 import platform
 from pathlib import Path
 
-from codeplay_lightning.bench.archive import bench_knn
-from codeplay_lightning.bench.models import (
-    bench_ppo_update,
-    bench_sampling,
-    bench_solver_backends,
-    bench_training_iteration,
-)
 from codeplay_lightning.bench.sandbox import bench_sandbox
 
 
@@ -46,6 +39,15 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
             ("sandbox / in-process", f"{sandbox['fraction_of_inprocess']:.2f}", "the ceiling is 1"),
             ("identical verdicts", str(sandbox["identical_verdicts"]), "required")]
     print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
+    # Imported only now: torch and its threads in this process would slow the naive harness's forks
+    from codeplay_lightning.bench.archive import bench_knn
+    from codeplay_lightning.bench.models import (
+        bench_ppo_update,
+        bench_sampling,
+        bench_solver_backends,
+        bench_training_iteration,
+    )
+
     results["knn"] = knn = bench_knn()
     rows += [("5-NN queries/s, hnswlib at 100k", f"{knn['hnsw_queries_per_s']}", ""),
              ("5-NN queries/s, exact numpy", f"{knn['exact_queries_per_s']}", ""),

@@ -80,9 +80,9 @@ def bench_ppo_update(batch_size: int = 8, actions: int = 48, repeats: int = 2) -
     import torch
 
     from codeplay_lightning.config import PPOConfig
-    from codeplay_lightning.setter import SetterPPOModule
     from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm
     from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
+    from codeplay_lightning.setter import SetterPPOModule
 
     model, tokenizer = load_causal_lm(EMBEDDED_ALIAS)
     module = SetterPPOModule(model, None, PPOConfig(), 0.8, 256, True, identity={})

@@ -48,7 +48,7 @@ def judge_in_process(program: Program) -> str:
         return error.status
     except ValueError:
         return "error"
-    status, answer = run_g(g_code, program.g, answer_type)
+    status, answer, _ = run_g(g_code, program.g, answer_type)
     return judge_answer(f_code, program.f, answer_type, answer)[0] if status == "answer" else status
 
 
