@@ -498,26 +498,27 @@ class Cgroup:
         except OSError:
             delegated = False
         if delegated:
-            candidates = [(2, [f"{v2}/{name}"], {"memory.max": memory_bytes, "pids.max": processes})]
+            version, directories = 2, [f"{v2}/{name}"]
+            limits = {"memory.max": memory_bytes, "pids.max": processes}
         else:
-            candidates = [(1, [f"/sys/fs/cgroup/memory{paths.get('memory', '/')}".rstrip("/") + f"/{name}",
-                               f"/sys/fs/cgroup/pids{paths.get('pids', '/')}".rstrip("/") + f"/{name}"],
-                           {"memory.limit_in_bytes": memory_bytes, "pids.max": processes})]
-        for version, directories, limits in candidates:
-            made = []
-            try:
-                for directory in directories:
-                    os.mkdir(directory)
-                    made.append(directory)
-                for file, value in limits.items():
-                    directory = next(d for d in directories if os.path.exists(f"{d}/{file}"))
-                    with open(f"{directory}/{file}", "w") as limit:
-                        limit.write(str(value))
-                return cls(version, directories)
-            except (OSError, StopIteration):
-                for directory in made:
-                    os.rmdir(directory)
-        return None
+            version = 1
+            directories = [f"/sys/fs/cgroup/{controller}{paths.get(controller, '/')}".rstrip("/") + f"/{name}"
+                           for controller in ("memory", "pids")]
+            limits = {"memory.limit_in_bytes": memory_bytes, "pids.max": processes}
+        made = []
+        try:
+            for directory in directories:
+                os.mkdir(directory)
+                made.append(directory)
+            for file, value in limits.items():
+                directory = next(d for d in directories if os.path.exists(f"{d}/{file}"))
+                with open(f"{directory}/{file}", "w") as limit:
+                    limit.write(str(value))
+            return cls(version, directories)
+        except (OSError, StopIteration):
+            for directory in made:
+                os.rmdir(directory)
+            return None
 
     def open_files(self) -> tuple[list[int], int]:
         """(fds to join each hierarchy, fd of the OOM-kill counter): opened before the chroot."""
