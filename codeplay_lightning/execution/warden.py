@@ -252,8 +252,9 @@ def encode_answer(answer, answer_type: str = "") -> str:
                             "bool, int, float, str, list and dict (str keys)")
         if list in kinds or dict in kinds:
             stack.extend((item, depth + 1) for item in value if type(item) in (list, dict))
-    if answer_type and parse_answer_type(answer_type)[0] is int:
-        answer = _map_leaves(answer, parse_answer_type(answer_type)[1], hex)
+    base, depth = parse_answer_type(answer_type) if answer_type else (None, 0)
+    if base is int:
+        answer = _map_leaves(answer, depth, hex)
     text = json.dumps(answer)
     if len(text) > ANSWER_CHARS:
         raise ValueError(f"the answer is {len(text)} characters as JSON (at most {ANSWER_CHARS})")
@@ -272,8 +273,9 @@ def decode_answer(text: str, answer_type: str = ""):
         answer = json.loads(text)
     finally:
         sys.setrecursionlimit(limit)
-    if answer_type and parse_answer_type(answer_type)[0] is int:
-        answer = _map_leaves(answer, parse_answer_type(answer_type)[1], _from_hex)
+    base, depth = parse_answer_type(answer_type) if answer_type else (None, 0)
+    if base is int:
+        answer = _map_leaves(answer, depth, _from_hex)
     return answer
 
 
