@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codeplay_lightning.execution.warden import FrameReader, pack
+from codeplay_lightning.execution.warden import DETAIL_CHARS, FrameReader, pack
 
 STATUSES = ("pass", "fail", "error", "timeout", "memory", "syntax")
 WARDEN_SCRIPT = Path(__file__).with_name("warden.py")
@@ -94,7 +94,8 @@ class Sandbox:
         self._settings = {"timeout": self.timeout, "memory_mb": memory_mb, "output_chars": output_chars,
                           "recursion_limit": recursion_limit,
                           "supervisor_pid": os.getpid()}  # unused inside: names the owner in `ps`
-        self._frame_limit = 4 * (output_chars + 8192) + 65536  # a verdict: detail, output, UTF-8 at worst
+        # a verdict: detail, answer and returned (DETAIL_CHARS each) and output, 4 bytes a character at worst
+        self._frame_limit = 4 * (output_chars + 3 * DETAIL_CHARS) + 65536
         self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()
         self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
