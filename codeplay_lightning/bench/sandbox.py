@@ -9,10 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from codeplay_lightning.execution import Program, Sandbox
 from codeplay_lightning.execution.warden import (
     ProgramError,
+    compile_puzzle,
     compile_source,
-    first_annotation,
     judge_answer,
-    parse_answer_type,
     run_g,
 )
 from codeplay_lightning.puzzles import bundled_puzzles
@@ -40,14 +39,10 @@ def judge_in_process(program: Program) -> str:
     """The sandbox's verdict logic with no isolation at all: what the naive harness runs in each of
     its processes, and the in-process ceiling."""
     try:
-        f_code, g_code = compile_source(program.f, "f"), compile_source(program.g, "g")
-        answer_type = program.ans_type or first_annotation(program.f) or ""
-        if answer_type:
-            parse_answer_type(answer_type)
+        f_code, answer_type = compile_puzzle(program.f, program.ans_type)
+        g_code = compile_source(program.g, "g")
     except ProgramError as error:
         return error.status
-    except ValueError:
-        return "error"
     status, answer, _ = run_g(g_code, program.g, answer_type)
     return judge_answer(f_code, program.f, answer_type, answer)[0] if status == "answer" else status
 

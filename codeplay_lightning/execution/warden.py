@@ -341,6 +341,18 @@ def compile_source(source: str, name: str):
         raise ProgramError("syntax", f"{name}: {type(error).__name__}: {str(error)[:200]}") from None
 
 
+def compile_puzzle(f: str, ans_type: str | None) -> tuple:
+    """(f's code, its answer type: `ans_type`, else f's first annotation, else "" for any JSON);
+    ProgramError when f does not compile or its answer type is not one the judge checks."""
+    code, answer_type = compile_source(f, "f"), ans_type or first_annotation(f) or ""
+    if answer_type:
+        try:
+            parse_answer_type(answer_type)
+        except ValueError as error:
+            raise ProgramError("error", str(error)) from None
+    return code, answer_type
+
+
 def first_annotation(source: str) -> str | None:
     """The annotation of the first argument of the last top-level `def f` (None if it has none)."""
     import ast
@@ -667,13 +679,7 @@ class Warden:
         if self.puzzle is None or self.puzzle[:2] != (f, ans_type):
             self._stop_judge()
             try:
-                code, answer_type = compile_source(f, "f"), ans_type or first_annotation(f) or ""
-                if answer_type:
-                    try:
-                        parse_answer_type(answer_type)
-                    except ValueError as error:
-                        raise ProgramError("error", str(error)) from None
-                self.puzzle = (f, ans_type, (code, answer_type))
+                self.puzzle = (f, ans_type, compile_puzzle(f, ans_type))
             except ProgramError as error:
                 self.puzzle = (f, ans_type, error)
         if isinstance(self.puzzle[2], ProgramError):
