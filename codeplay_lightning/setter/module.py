@@ -1,7 +1,8 @@
 """`SetterPPOModule`: the Setter LM plus a value head, trained with clipped PPO.
 
 It only orchestrates: the maths is `codeplay_lightning.ppo`, the data comes from the rollout
-callback through the datamodule. One forward per minibatch scores whole sequences.
+callback through the datamodule. Per minibatch, the shared prompt runs once and every row's
+actions attend to it.
 """
 
 from __future__ import annotations
@@ -52,19 +53,36 @@ class SetterPPOModule(L.LightningModule):
     def frozen(self) -> nn.Module | None:
         return self._frozen[0]
 
-    def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_actions: int, model: nn.Module | None = None):
-        """Log-probs, values V(s_t) and logits for the last `n_actions` tokens: (B, T), (B, T), (B, T, V).
-        Log-probs and logits are those of the sampling distribution (logits divided by the
-        temperature), so the entropy bonus and metric are at that temperature too. `model` (the
-        reference) scores without a value head."""
-        start = input_ids.shape[1] - n_actions - 1  # logits at position p predict token p + 1
-        output = (model or self.policy)(input_ids=input_ids, attention_mask=attention_mask,
-                                        output_hidden_states=model is None, logits_to_keep=n_actions + 1)
-        logits = output.logits[:, :-1].float() / self.temperature  # (B, T, V); the prompt's are never computed
-        logprobs = logprobs_from_logits(logits, input_ids[:, start + 1:], 1.0)
-        if model is not None:
+    def score(self, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor,
+              model: nn.Module | None = None):
+        """Log-probs, values V(s_t) and logits of right-padded actions (B, T) after the shared prompt
+        (P,): (B, T), (B, T), (B, T, V). Log-probs and logits are those of the sampling distribution
+        (logits divided by the temperature), so the entropy bonus and metric are at that temperature
+        too. `model` (the reference) scores without a value head.
+
+        The prompt runs once, at batch 1, and every row attends to its keys and values: the same
+        result as running each row's prompt + actions, gradient included (the prompt's keys and
+        values depend on the weights and stay in the graph), for a fraction of the cost."""
+        want_values = model is None
+        model = model or self.policy
+        prompt = model(input_ids=prompt_ids[None], use_cache=True, output_hidden_states=want_values,
+                       logits_to_keep=1)
+        logits, hidden = [prompt.logits.expand(len(action_ids), -1, -1)], []  # the first action's (B, 1, V)
+        if want_values:
+            hidden.append(prompt.hidden_states[-1][:, -1:].expand(len(action_ids), -1, -1))  # (B, 1, H): the state s_0
+        if action_ids.shape[1] > 1:  # the other actions are predicted from the actions before them
+            cache = prompt.past_key_values
+            cache.batch_repeat_interleave(len(action_ids))
+            rows = model(input_ids=action_ids[:, :-1], past_key_values=cache, output_hidden_states=want_values,
+                         attention_mask=torch.cat([mask.new_ones(len(mask), len(prompt_ids)), mask[:, :-1]], dim=1))
+            logits.append(rows.logits)
+            if want_values:
+                hidden.append(rows.hidden_states[-1])
+        logits = torch.cat(logits, dim=1).float() / self.temperature  # (B, T, V)
+        logprobs = logprobs_from_logits(logits, action_ids, 1.0)
+        if not want_values:
             return logprobs, None, logits
-        hidden = output.hidden_states[-1][:, start:-1]  # (B, T, H): the state before each action
+        hidden = torch.cat(hidden, dim=1)  # (B, T, H): the state before each action
         values = self.value_head(hidden.detach() if self.detach_value_trunk else hidden)
         return logprobs, values, logits
 
@@ -79,7 +97,7 @@ class SetterPPOModule(L.LightningModule):
             if self.trainer.world_size > 1:  # and joins their metrics' all-reduces (sync_dist), or they hang
                 self._log_metrics(dict.fromkeys(METRICS, 0.0), batch_size=0)  # weight 0 in the epoch means
             return loss
-        logprobs, values, logits = self.score(batch["input_ids"], batch["attention_mask"], mask.shape[1])
+        logprobs, values, logits = self.score(batch["prompt_ids"], batch["action_ids"], mask)
         policy = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range)
         v_loss = value_loss(values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value)
         entropy = entropy_from_logits(logits, mask)

@@ -30,7 +30,7 @@ from codeplay_lightning.puzzles import SETTER_STOP, PuzzleCheck, check_puzzle
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
 from codeplay_lightning.solver import Solver, SolverResult
 
-SCORING_CHUNK = 8  # sequences per no-grad forward when computing old log-probs and values
+SCORING_CHUNK = 16  # sequences per no-grad forward when computing old log-probs and values
 Judged = tuple[PuzzleCheck, SolverResult | None]  # the Solver's result is None for an invalid puzzle
 
 
@@ -122,19 +122,11 @@ class PPOBuffer:
         return len(self.action_ids)
 
     def minibatch(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Rows `rows`, trimmed to their longest sequence, with the prompt prepended to the ids."""
+        """Rows `rows`, trimmed to their longest sequence, and the shared prompt."""
         length = int(self.mask[rows].sum(dim=1).max().item()) if len(rows) else 0
         take = {name: getattr(self, name)[rows, :length] for name in
                 ("action_ids", "mask", "old_logprobs", "old_values", "advantages", "returns")}
-        take["input_ids"], take["attention_mask"] = with_prompt(self.prompt_ids, take["action_ids"], take["mask"])
-        return take
-
-
-def with_prompt(prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor):
-    """Model inputs for right-padded actions after the shared prompt: (B, P + T) ids and attention."""
-    prompt = prompt_ids.expand(len(action_ids), -1)  # (B, P)
-    return (torch.cat([prompt, action_ids], dim=1),
-            torch.cat([torch.ones_like(prompt, dtype=torch.float), mask], dim=1))
+        return {"prompt_ids": self.prompt_ids, **take}
 
 
 def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,13 +152,13 @@ def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[Scored
     for start in range(0, len(episodes), SCORING_CHUNK):
         rows = slice(start, start + SCORING_CHUNK)
         length = int(mask[rows].sum(dim=1).max())
-        ids, attention = with_prompt(prompt_ids, action_ids[rows, :length], mask[rows, :length])
-        ids, attention = ids.to(module.device), attention.to(module.device)
-        chunk_logprobs, chunk_values, _ = module.score(ids, attention, length)
+        inputs = (prompt_ids.to(module.device), action_ids[rows, :length].to(module.device),
+                  mask[rows, :length].to(module.device))
+        chunk_logprobs, chunk_values, _ = module.score(*inputs)
         logprobs[rows, :length], values[rows, :length] = chunk_logprobs.cpu(), chunk_values.cpu()
         if ppo.kl_coef:
             with _reference_weights(module) as reference_model:
-                reference[rows, :length] = module.score(ids, attention, length, model=reference_model)[0].cpu()
+                reference[rows, :length] = module.score(*inputs, model=reference_model)[0].cpu()
     if not ppo.kl_coef:
         reference = logprobs
     scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)

@@ -230,11 +230,9 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
                      [torch.Generator().manual_seed(seed) for seed in range(3)])
     module = SetterPPOModule(model, None, PPOConfig(), 0.7, 16, True, identity={})
     action_ids, mask = pad_actions([Episode(text, ids) for text, ids in zip(samples.texts, samples.token_ids)])
-    prompt_ids = torch.tensor(char_tokenizer(prompt)["input_ids"]).expand(3, -1)
-    ids = torch.cat([prompt_ids, action_ids], dim=1)
-    attention = torch.cat([torch.ones_like(prompt_ids, dtype=torch.float), mask], dim=1)
+    prompt_ids = torch.tensor(char_tokenizer(prompt)["input_ids"])
     with torch.no_grad():
-        logprobs, values, logits = module.score(ids, attention, action_ids.shape[1])
+        logprobs, values, logits = module.score(prompt_ids, action_ids, mask)
     for row, sampled in enumerate(samples.logprobs):
         torch.testing.assert_close(logprobs[row, :len(sampled)], sampled, atol=1e-4, rtol=1e-4)
     assert values.shape == action_ids.shape

@@ -1,0 +1,77 @@
+"""The PPO scoring forward runs the shared prompt once per minibatch; it must give exactly what one
+full forward per row over prompt + actions gives: log-probs, values and every parameter's gradient."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from codeplay_lightning.config import PPOConfig
+from codeplay_lightning.ppo import logprobs_from_logits
+from codeplay_lightning.setter import SetterPPOModule
+
+TEMPERATURE = 0.7
+
+
+def full_prompt_score(module: SetterPPOModule, prompt_ids, action_ids, mask):
+    """The naive reference: every row runs the whole prompt followed by its actions."""
+    prompt = prompt_ids.expand(len(action_ids), -1)  # (B, P)
+    ids = torch.cat([prompt, action_ids], dim=1)  # (B, P + T)
+    attention = torch.cat([torch.ones_like(prompt, dtype=torch.float), mask], dim=1)
+    output = module.policy(input_ids=ids, attention_mask=attention, output_hidden_states=True)
+    start = prompt.shape[1] - 1  # the logits at position p predict token p + 1
+    logits = output.logits[:, start:-1].float() / TEMPERATURE  # (B, T, V)
+    hidden = output.hidden_states[-1][:, start:-1]  # (B, T, H)
+    values = module.value_head(hidden.detach() if module.detach_value_trunk else hidden)
+    return logprobs_from_logits(logits, action_ids), values, logits
+
+
+def gradients(module, scorer, prompt_ids, action_ids, mask) -> dict[str, torch.Tensor]:
+    module.zero_grad(set_to_none=True)
+    logprobs, values, logits = scorer(module, prompt_ids, action_ids, mask)
+    weights = torch.linspace(0.5, 1.5, mask.numel()).view_as(mask) * mask  # every token counts differently
+    ((logprobs * weights).sum() + (values * weights).sum() + logits.logsumexp(-1).mul(mask).mean()).backward()
+    return {name: parameter.grad.clone() for name, parameter in module.named_parameters()}
+
+
+def new_module(model, detach_value_trunk: bool) -> SetterPPOModule:
+    torch.manual_seed(1)  # the value head's initialisation
+    return SetterPPOModule(copy.deepcopy(model), None, PPOConfig(), TEMPERATURE, 16, detach_value_trunk, identity={})
+
+
+@pytest.mark.parametrize("detach_value_trunk", [True, False])
+@pytest.mark.parametrize("lengths", [[5, 2, 7], [1, 1], [4]])
+def test_prompt_once_equals_full_prompt_per_row(tiny_llama, lengths, detach_value_trunk):
+    module = new_module(tiny_llama, detach_value_trunk)
+    generator = torch.Generator().manual_seed(0)
+    prompt_ids = torch.randint(3, 40, (23,), generator=generator)
+    action_ids = torch.randint(3, 40, (len(lengths), max(lengths)), generator=generator)
+    mask = (torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]).float()  # right padding
+    action_ids = action_ids * mask.long()  # padding id 0, as the buffer pads
+
+    with torch.no_grad():
+        split = module.score(prompt_ids, action_ids, mask)
+        full = full_prompt_score(module, prompt_ids, action_ids, mask)
+    for ours, reference in zip(split, full):
+        real = mask.bool() if ours.dim() == 2 else mask.bool()[..., None].expand_as(ours)
+        torch.testing.assert_close(ours[real], reference[real], atol=1e-5, rtol=1e-5)
+
+    ours = gradients(module, lambda m, *a: m.score(*a), prompt_ids, action_ids, mask)
+    reference = gradients(module, full_prompt_score, prompt_ids, action_ids, mask)
+    assert ours.keys() == reference.keys()
+    for name in ours:  # fp32 round-off: the prompt's gradient is summed over the rows in another order
+        scale = float(reference[name].abs().max())
+        torch.testing.assert_close(ours[name], reference[name], atol=1e-5 * scale, rtol=1e-5, msg=name)
+    assert any(grad.abs().sum() > 0 for name, grad in ours.items() if "embed_tokens" in name)
+
+
+def test_reference_scoring_has_no_values_and_matches_the_policy_scoring(tiny_llama):
+    module = new_module(tiny_llama, True)
+    prompt_ids, action_ids, mask = torch.arange(3, 15), torch.arange(4, 10).view(2, 3), torch.ones(2, 3)
+    with torch.no_grad():
+        logprobs, values, _ = module.score(prompt_ids, action_ids, mask)
+        reference_logprobs, none, _ = module.score(prompt_ids, action_ids, mask, model=module.policy)
+    assert none is None and values.shape == (2, 3)
+    torch.testing.assert_close(reference_logprobs, logprobs)
