@@ -1,6 +1,13 @@
 """Causal LMs: loading (hub id, local directory or the embedded `smollm2-135m`) and batched sampling."""
 
 from codeplay_lightning.models.loading import EMBEDDED_ALIAS, load_causal_lm
-from codeplay_lightning.models.sampling import Samples, SamplingConfig, sample, token_consistent_prompt
+from codeplay_lightning.models.sampling import (
+    Samples,
+    SamplingConfig,
+    sample,
+    sample_streams,
+    token_consistent_prompt,
+)
 
-__all__ = ["EMBEDDED_ALIAS", "Samples", "SamplingConfig", "load_causal_lm", "sample", "token_consistent_prompt"]
+__all__ = ["EMBEDDED_ALIAS", "Samples", "SamplingConfig", "load_causal_lm", "sample", "sample_streams",
+           "token_consistent_prompt"]

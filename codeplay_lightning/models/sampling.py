@@ -66,12 +66,8 @@ def sample(
     prompts: Sequence[str],
     config: SamplingConfig,
     generators: Sequence[torch.Generator] | None = None,
-    budgets: Sequence[int] | None = None,
 ) -> Samples:
     """Sample one continuation per prompt.
-
-    `budgets[i]` (at most `config.max_new_tokens`) caps row i's new tokens on its own: a Setter
-    stream's remaining token steps.
 
     `generators`, one CPU generator per prompt, make the run reproducible: row i draws its random
     numbers from `generators[i]` only, so it samples the same tokens whatever batch it is in.
@@ -85,9 +81,6 @@ def sample(
     if generators is not None and len(generators) != len(prompts):
         raise ValueError(f"got {len(generators)} generators for {len(prompts)} prompts; need one per prompt")
     n_prompts = len(prompts)
-    budgets = list(budgets) if budgets is not None else [config.max_new_tokens] * n_prompts
-    if len(budgets) != n_prompts or not all(1 <= b <= config.max_new_tokens for b in budgets):
-        raise ValueError(f"budgets must give each prompt 1..{config.max_new_tokens} tokens")
     new_ids: list[list[int]] = [[] for _ in range(n_prompts)]
     new_logprobs: list[list[float]] = [[] for _ in range(n_prompts)]
     finished = [False] * n_prompts
@@ -103,11 +96,9 @@ def sample(
         for i, token, logprob in zip(rows, tokens.tolist(), token_logprobs.tolist()):
             new_ids[i].append(token)
             new_logprobs[i].append(logprob)
-        continuations = tokenizer.batch_decode([new_ids[i] for i in rows])
-        for i, continuation in zip(rows, continuations):
-            stop_hit = any(stop in continuation for stop in config.stop_strings)
-            finished[i] = stop_hit or new_ids[i][-1] == tokenizer.eos_token_id
-        keep = [b for b, i in enumerate(rows) if not finished[i] and len(new_ids[i]) < budgets[i]]
+        for i, done in zip(rows, _finished(tokenizer, [new_ids[i] for i in rows], config.stop_strings)):
+            finished[i] = done
+        keep = [b for b, i in enumerate(rows) if not finished[i]]
         if not keep or step == config.max_new_tokens - 1:
             break
         if len(keep) < len(rows):  # drop finished rows from the batch and the cache
@@ -134,6 +125,83 @@ def sample(
         logprobs=[torch.tensor(lps, dtype=torch.float32) for lps in new_logprobs],
         finished=finished,
     )
+
+
+@torch.no_grad()
+def sample_streams(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: str,
+    n_steps: int,
+    config: SamplingConfig,
+    generators: Sequence[torch.Generator],
+) -> Samples:
+    """Run one stream per generator for `n_steps` token steps: each samples a continuation of
+    `prompt` until a stop (as in `sample`), then starts the next one at once, until its steps run out.
+
+    Continuous batching: every stream stays in the batch at every step. The prompt's keys and
+    values are computed once and kept; a stream that restarts masks out its finished continuation
+    and samples its next first token from the prompt's own logits, so nothing is re-run. Each
+    stream draws one uniform per token from its own generator, so what it samples does not depend
+    on the other streams. Returns every continuation, stream by stream and in order; a stream's
+    last one is unfinished (`finished` False) when its steps ran out in the middle of it.
+    """
+    n_streams, device = len(generators), model.device
+    if n_streams < 1 or n_steps < 1:
+        raise ValueError("sample_streams needs at least one generator and one step")
+    prompt_ids = tokenizer(prompt)["input_ids"]
+    length = len(prompt_ids)
+    cache = _new_cache(model, max_cache_len=length + n_steps)
+    output = model(input_ids=torch.tensor([prompt_ids], device=device), past_key_values=cache, use_cache=True,
+                   logits_to_keep=1)
+    first_logits = output.logits[:, -1, :].float()  # (1, V): every continuation's first token
+    cache.reorder_cache(torch.zeros(n_streams, dtype=torch.long, device=device))  # one prompt copy per stream
+    attention_mask = torch.zeros(n_streams, length + n_steps, dtype=torch.long, device=device)
+    attention_mask[:, :length] = 1  # each row sees the prompt and its own open continuation only
+    positions = torch.full((n_streams, 1), length, device=device)  # (S, 1): the next token's position
+    logits = first_logits.expand(n_streams, -1)  # (S, V)
+    open_ids: list[list[int]] = [[] for _ in range(n_streams)]
+    open_logprobs: list[list[float]] = [[] for _ in range(n_streams)]
+    pieces: list[list[tuple[list[int], list[float], bool]]] = [[] for _ in range(n_streams)]
+    for step in range(n_steps):
+        tokens, token_logprobs = pick_tokens(logits, config.temperature, config.top_p,
+                                             _uniforms(list(generators), n_streams, device), config.top_k)
+        for stream, token, logprob in zip(range(n_streams), tokens.tolist(), token_logprobs.tolist()):
+            open_ids[stream].append(token)
+            open_logprobs[stream].append(logprob)
+        done = _finished(tokenizer, open_ids, config.stop_strings)
+        for stream in (stream for stream in range(n_streams) if done[stream]):
+            pieces[stream].append((open_ids[stream], open_logprobs[stream], True))
+            open_ids[stream], open_logprobs[stream] = [], []
+        if step == n_steps - 1:
+            break
+        attention_mask[:, length + step] = 1
+        output = model(input_ids=tokens[:, None], attention_mask=attention_mask[:, :length + step + 1],
+                       position_ids=positions, past_key_values=cache, use_cache=True)
+        logits, positions = output.logits[:, -1, :].float(), positions + 1  # (S, V), (S, 1)
+        if any(done):  # restart: forget the finished continuation, start again after the prompt
+            restarted = torch.tensor(done, device=device)
+            attention_mask[restarted, length:] = 0
+            positions[restarted] = length
+            logits = torch.where(restarted[:, None], first_logits, logits)
+    for stream in range(n_streams):
+        if open_ids[stream]:
+            pieces[stream].append((open_ids[stream], open_logprobs[stream], False))
+    flat = [piece for stream_pieces in pieces for piece in stream_pieces]
+    return Samples(
+        texts=[_continuation_text(tokenizer, ids, config.stop_strings) for ids, _, _ in flat],
+        token_ids=[torch.tensor(ids, dtype=torch.long) for ids, _, _ in flat],
+        logprobs=[torch.tensor(lps, dtype=torch.float32) for _, lps, _ in flat],
+        finished=[finished for _, _, finished in flat],
+    )
+
+
+def _finished(tokenizer: PreTrainedTokenizerBase, continuations: list[list[int]],
+              stop_strings: tuple[str, ...]) -> list[bool]:
+    """Per continuation (token ids): does it contain a stop string or end in the eos token?"""
+    texts = tokenizer.batch_decode(continuations)
+    return [bool(ids) and (ids[-1] == tokenizer.eos_token_id or any(stop in text for stop in stop_strings))
+            for ids, text in zip(continuations, texts)]
 
 
 def _prefill(

@@ -24,7 +24,7 @@ import torch
 
 from codeplay_lightning.archive import NoveltyArchive, embed
 from codeplay_lightning.config import RewardConfig, TrainConfig
-from codeplay_lightning.models import SamplingConfig, sample
+from codeplay_lightning.models import SamplingConfig, sample_streams
 from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
 from codeplay_lightning.puzzles import SETTER_STOP, PuzzleCheck, check_puzzle
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
@@ -56,23 +56,16 @@ class ScoredPuzzle:
 
 def generate_episodes(model, tokenizer, prompt: str, n_envs: int, n_steps: int, temperature: float,
                       top_p: float, generator: torch.Generator) -> tuple[list[Episode], int]:
-    """Finished puzzles from `n_envs` streams of `n_steps` tokens each, and how many were cut."""
-    budgets = [n_steps] * n_envs
-    row_generators = [torch.Generator().manual_seed(int(seed)) for seed in
-                      torch.randint(0, 2**62, (n_envs,), generator=generator)]
-    episodes, truncated = [], 0
-    while any(budgets):
-        streams = [i for i in range(n_envs) if budgets[i] > 0]
-        config = SamplingConfig(max(budgets[i] for i in streams), temperature, top_p, SETTER_STOP)
-        samples = sample(model, tokenizer, [prompt] * len(streams), config,
-                         [row_generators[i] for i in streams], [budgets[i] for i in streams])
-        for stream, text, token_ids, finished in zip(streams, samples.texts, samples.token_ids, samples.finished):
-            budgets[stream] -= len(token_ids)
-            if finished:  # a newline the token-consistent prompt left to the model is not the puzzle's
-                episodes.append(Episode(text.lstrip("\n"), token_ids))
-            else:
-                truncated += 1
-    return episodes, truncated
+    """Finished puzzles from `n_envs` streams of `n_steps` tokens each, and how many were cut.
+    Each stream samples from a generator of its own, seeded from `generator`."""
+    stream_generators = [torch.Generator().manual_seed(int(seed)) for seed in
+                         torch.randint(0, 2**62, (n_envs,), generator=generator)]
+    samples = sample_streams(model, tokenizer, prompt, n_steps,
+                             SamplingConfig(n_steps, temperature, top_p, SETTER_STOP), stream_generators)
+    # a newline the token-consistent prompt left to the model is not the puzzle's
+    episodes = [Episode(text.lstrip("\n"), token_ids)
+                for text, token_ids, finished in zip(samples.texts, samples.token_ids, samples.finished) if finished]
+    return episodes, samples.finished.count(False)
 
 
 def judge_puzzles(texts: Sequence[str], solver: Solver) -> list[Judged]:

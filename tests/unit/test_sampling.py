@@ -8,7 +8,14 @@ import string
 import pytest
 import torch
 
-from codeplay_lightning.models.sampling import Samples, SamplingConfig, pick_tokens, sample, token_consistent_prompt
+from codeplay_lightning.models.sampling import (
+    Samples,
+    SamplingConfig,
+    pick_tokens,
+    sample,
+    sample_streams,
+    token_consistent_prompt,
+)
 
 PROMPTS = ["def f(x: int):\n    return x > 3\n", "a", "assert f(g())\n\ndef g():"]
 FEW_SHOT = "def f(s: str):\n    return s == 'ab'\n\ndef g():\n    return 'ab'\n\nassert f(g())\n\n"
@@ -216,3 +223,53 @@ def test_a_prompt_ends_on_the_tokens_its_own_block_has_there(char_tokenizer):
     assert ids == tokenizer(prompt + examples[0].f)["input_ids"][:len(ids)]
     assert tokenizer(prompt)["input_ids"][-1] == tokenizer.convert_tokens_to_ids("\n\n")  # what went wrong
     assert token_consistent_prompt(char_tokenizer, prompt, examples[0].f) == prompt  # nothing to fix here
+
+
+# ---------------------------------------------------------------- continuous streams
+
+
+def stream_alone(model, tokenizer, prompt: str, n_steps: int, config: SamplingConfig, seed: int):
+    """The naive reference for one stream: a full forward over prompt + open continuation per token."""
+    generator = torch.Generator().manual_seed(seed)
+    prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]
+    pieces, open_ids, open_logprobs = [], [], []
+    for _ in range(n_steps):
+        with torch.no_grad():
+            logits = model(input_ids=torch.cat([prompt_ids, torch.tensor(open_ids, dtype=torch.long)])[None]).logits
+        token, logprob = pick_tokens(logits[:, -1].float(), config.temperature, config.top_p,
+                                     torch.rand(1, generator=generator), config.top_k)
+        open_ids.append(int(token))
+        open_logprobs.append(float(logprob))
+        text = tokenizer.decode(open_ids)
+        if open_ids[-1] == tokenizer.eos_token_id or any(stop in text for stop in config.stop_strings):
+            pieces.append((open_ids, open_logprobs, True))
+            open_ids, open_logprobs = [], []
+    return pieces + ([(open_ids, open_logprobs, False)] if open_ids else [])
+
+
+@pytest.mark.parametrize("temperature, top_p", [(0.0, 1.0), (0.9, 1.0), (1.2, 0.8)])
+def test_streams_restart_in_place_and_match_each_stream_alone(tiny_llama, char_tokenizer, temperature, top_p):
+    config = SamplingConfig(30, temperature, top_p, stop_strings=tuple("aeiou\n"))
+    seeds = [3, 4, 5, 6]
+    streams = sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 30, config, generators(seeds))
+    expected = [piece for seed in seeds for piece in stream_alone(tiny_llama, char_tokenizer, FEW_SHOT, 30, config,
+                                                                   seed)]
+    assert [ids.tolist() for ids in streams.token_ids] == [ids for ids, _, _ in expected]
+    assert streams.finished == [finished for _, _, finished in expected]
+    for ours, (_, logprobs, _) in zip(streams.logprobs, expected):
+        torch.testing.assert_close(ours, torch.tensor(logprobs), atol=1e-4, rtol=1e-4)
+    assert sum(streams.finished) >= len(seeds) + 2  # streams did restart, more than once for some
+    assert sum(len(ids) for ids in streams.token_ids) == 30 * len(seeds)  # every step of every stream is used
+    for text, ids in zip(streams.texts, streams.token_ids):  # text is cut before its stop, as `sample` cuts
+        assert char_tokenizer.decode(ids).startswith(text)
+
+
+def test_streams_do_not_depend_on_their_batch_under_bf16_autocast(tiny_llama, char_tokenizer):
+    config = SamplingConfig(40, 0.8, stop_strings=tuple("aeiou\n"))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        together = sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 40, config, generators([7, 8, 9]))
+        alone = [sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 40, config, generators([seed]))
+                 for seed in (7, 8, 9)]
+    assert [ids.tolist() for ids in together.token_ids] == [ids.tolist() for one in alone for ids in one.token_ids]
+    assert together.finished == [finished for one in alone for finished in one.finished]
+    assert sum(together.finished) > 3
