@@ -172,3 +172,40 @@ def measure_sampling_throughput(
         samples = sample(model, tokenizer, prompts[batch], config, generators[batch])
         generated += sum(len(token_ids) for token_ids in samples.token_ids)
     return generated / (time.perf_counter() - start)
+
+
+def bench_setter_sampler(streams: int = 8, steps: int = 96) -> dict:
+    """Setter sampling tokens/s: `sample_streams` (the training loop's sampler: streams restart at each
+    puzzle's end) against Hugging Face `generate` sampling the same number of tokens per row at the
+    same batch, on the Setter prompt, bf16 autocast over fp32 weights as in training."""
+    import torch
+
+    from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, sample_streams
+    from codeplay_lightning.models.sampling import token_consistent_prompt
+    from codeplay_lightning.puzzles import SETTER_STOP, fewshot_puzzles, setter_prompt
+
+    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS)
+    examples = fewshot_puzzles()[:6]
+    prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
+    prompt_ids = tokenizer([prompt] * streams, return_tensors="pt")
+
+    def ours() -> int:
+        generators = [torch.Generator().manual_seed(seed) for seed in range(streams)]
+        samples = sample_streams(model, tokenizer, prompt, steps, SamplingConfig(steps, 0.8, 1.0, SETTER_STOP),
+                                 generators)
+        return sum(len(ids) for ids in samples.token_ids)
+
+    def hugging_face() -> int:
+        output = model.generate(**prompt_ids, do_sample=True, temperature=0.8, top_k=0, max_new_tokens=steps,
+                                min_new_tokens=steps, pad_token_id=tokenizer.eos_token_id)
+        return (output.shape[1] - prompt_ids["input_ids"].shape[1]) * streams
+
+    speeds = {}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for name, run in (("sample_streams", ours), ("hf_generate", hugging_face)):
+            started = time.perf_counter()
+            tokens = run()
+            speeds[name] = tokens / (time.perf_counter() - started)
+    return {"streams": streams, "steps": steps, "sample_streams_tokens_per_s": speeds["sample_streams"],
+            "hf_generate_tokens_per_s": speeds["hf_generate"],
+            "sampler_over_generate": speeds["sample_streams"] / speeds["hf_generate"]}

@@ -76,6 +76,7 @@ class RolloutCallback(L.Callback):
         trainer.datamodule.buffer = buffer
         clock.laps["sandbox"] = self.solver.sandbox.busy_seconds - sandbox_before
         self.clock = clock
+        self.work = {"puzzles": len(episodes), "action_tokens": int(buffer.mask.sum())}  # this rank's
         self._log(trainer, scored, truncated, kl_ref, clock.total())
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
@@ -86,7 +87,7 @@ class RolloutCallback(L.Callback):
         laps = self.clock.laps
         model = laps["setter_sampling"] + laps["old_logprobs_and_values"] + laps["ppo_update"]
         model += laps["solver"] - laps["sandbox"]  # the Solver's sampling
-        record = {"iteration": trainer.current_epoch, "seconds": self.clock.total(),
+        record = {"iteration": trainer.current_epoch, "seconds": self.clock.total(), **self.work,
                   **{f"{name}_seconds": value for name, value in laps.items()},
                   "outside_models_frac": 1 - model / self.clock.total()}
         with (Path(trainer.logger.log_dir) / "iterations.jsonl").open("a") as handle:

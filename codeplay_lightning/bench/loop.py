@@ -1,0 +1,105 @@
+"""Judged puzzles per hour of one CPU-scale training iteration: this tree against the code before the
+loop was made faster (`BASELINE`, from git), same config and seed, side by side; and against the
+limit, the bare model's work on the iteration's own tokens.
+
+The limit is the bare forward + backward (cross-entropy, no prompt) on the iteration's action
+tokens, cut into its minibatches, times the PPO epochs, plus the iteration's measured Setter and
+Solver sampling. What the loop adds on top (the old log-probs, the prompt, the value head, novelty,
+the sandbox, glue) is the gap between the limit and the iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+BASELINE = "82623d9"  # main before issue 12: full prompt per row in PPO, Setter streams in rounds
+
+
+def run_iteration(tree: Path, config: Path, runs: Path) -> dict:
+    """One training iteration by the code in `tree`, in a child process: its iterations.jsonl record,
+    its wall time from start to exit and its own peak resident memory."""
+    command = [sys.executable, "-m", "codeplay_lightning.cli", "train", str(config.resolve()),
+               f"trainer.run_root={runs}", "trainer.iterations=1"]
+    started = time.perf_counter()
+    child = subprocess.Popen(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise RuntimeError(f"the training iteration in {tree} failed:\n{stderr[-2000:]}")
+    (record_file,) = runs.glob("*/version_0/iterations.jsonl")
+    record = json.loads(record_file.read_text().splitlines()[-1])
+    record["process_seconds"] = time.perf_counter() - started
+    record["peak_rss_gib"] = usage.ru_maxrss / 2**20  # KiB on Linux
+    record["puzzles_per_hour"] = record_puzzles(runs) * 3600 / record["seconds"]
+    return record
+
+
+def record_puzzles(runs: Path) -> int:
+    (puzzles,) = runs.glob("*/version_0/puzzles.jsonl")
+    return len(puzzles.read_text().splitlines())
+
+
+def baseline_tree(directory: Path) -> Path:
+    """The baseline commit's files, unpacked from this repository's history."""
+    archive = subprocess.run(["git", "archive", "--format=tar", BASELINE], capture_output=True)
+    if archive.returncode:
+        raise RuntimeError(f"git archive {BASELINE} failed (run the benchmarks from a clone with its history): "
+                           f"{archive.stderr.decode().strip()}")
+    tar_path = directory / "baseline.tar"
+    tar_path.write_bytes(archive.stdout)
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(directory / "tree", filter="data")
+    return directory / "tree"
+
+
+def bare_update_seconds(action_tokens: int, puzzles: int, config_path: Path) -> float:
+    """The limit's PPO part: the bare model's forward + backward over the iteration's action tokens
+    (puzzles rows of the mean length) in its minibatches, times the PPO epochs, bf16 autocast."""
+    import torch
+
+    from codeplay_lightning.config import load_config
+    from codeplay_lightning.models import load_causal_lm
+
+    config = load_config([config_path])
+    model, _ = load_causal_lm(config.model.name)
+    length = max(round(action_tokens / max(puzzles, 1)), 1)
+    minibatches = [len(rows) for rows in torch.arange(puzzles).tensor_split(config.ppo.n_minibatches) if len(rows)]
+    generator = torch.Generator().manual_seed(0)
+
+    def update(rows: int) -> None:
+        ids = torch.randint(0, model.config.vocab_size, (rows, length + 1), generator=generator)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(input_ids=ids[:, :-1]).logits.float()
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()).backward()
+
+    update(minibatches[0])  # warm-up
+    started = time.perf_counter()
+    for rows in minibatches:
+        update(rows)
+    return (time.perf_counter() - started) * config.ppo.ppo_epochs
+
+
+def bench_loop(config: str = "configs/balanced.yaml") -> dict:
+    config_path = Path(config)
+    if not config_path.is_file():
+        raise ValueError(f"{config} not found: run the benchmarks from the repository root")
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        baseline = run_iteration(baseline_tree(scratch), config_path, scratch / "runs_baseline")
+        current = run_iteration(Path.cwd(), config_path, scratch / "runs_current")
+    sampling = current["setter_sampling_seconds"] + current["solver_seconds"] - current["sandbox_seconds"]
+    bare = bare_update_seconds(current["action_tokens"], current["puzzles"], config_path)
+    limit = bare + sampling
+    return {"config": config, "baseline_commit": BASELINE, "baseline": baseline, "current": current,
+            "limit_seconds": limit, "limit_bare_update_seconds": bare, "limit_sampling_seconds": sampling,
+            "speedup_vs_baseline": current["puzzles_per_hour"] / baseline["puzzles_per_hour"],
+            "iteration_over_limit": current["seconds"] / limit}
