@@ -132,14 +132,20 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
     assert (run_dir / "config.yaml").is_file()
 
 
-def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char_tokenizer):
-    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char_tokenizer, precision, monkeypatch):
+    clipped = []  # the fused optimizer's clipping is the module's own: it must run at every step
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *args: clipped.append(clip(*args)))
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", f"trainer.precision={precision}")
+    assert len(clipped) == 4  # ppo_epochs × n_minibatches
     state = load_checkpoint(run_dir)["state_dict"]
     before = stream_model.state_dict()
     changed = [name for name, value in before.items() if not torch.equal(state[f"policy.{name}"], value)]
     assert len(changed) == len(before)  # every policy tensor was updated (full fine-tune)
     head = {name: value for name, value in state.items() if name.startswith("value_head.")}
-    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", resume="auto")
+    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", f"trainer.precision={precision}",
+        resume="auto")
     trained = load_checkpoint(run_dir)["state_dict"]
     assert head and all(not torch.equal(trained[name], value) for name, value in head.items())  # and the value head
 
