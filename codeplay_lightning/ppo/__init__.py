@@ -3,7 +3,7 @@
 from codeplay_lightning.ppo.losses import (
     PolicyLoss,
     TokenRewards,
-    entropy_from_logits,
+    token_entropy,
     gae,
     kl_penalty,
     logprobs_from_logits,
@@ -18,7 +18,7 @@ from codeplay_lightning.ppo.losses import (
 __all__ = [
     "PolicyLoss",
     "TokenRewards",
-    "entropy_from_logits",
+    "token_entropy",
     "gae",
     "kl_penalty",
     "logprobs_from_logits",

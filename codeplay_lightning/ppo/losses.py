@@ -32,7 +32,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
 def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log softmax(logits / temperature) at `tokens`: score at the sampling temperature or PPO's ratio is wrong.
 
-    logits (B, T, V) predict tokens (B, T); computed in float32 (or float64) even for bf16 logits.
+    logits (..., V) predict tokens (...), e.g. (B, T, V) and (B, T); computed in float32 (or float64) even for bf16 logits.
     """
     scaled_logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # (B, T, V)
     token_logits = scaled_logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
@@ -168,13 +168,12 @@ def value_loss(
     return 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mask)
 
 
-def entropy_from_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean entropy of softmax(logits) (B, T, V) over real tokens: H = logsumexp(l) - sum_v p_v * l_v.
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of softmax(logits) at each position, (..., V) -> (...): H = logsumexp(l) - sum_v p_v * l_v.
 
     Computed on l - max(l) (same softmax, no cancellation between two large terms), in >= float32.
     """
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-    shifted_logits = logits - logits.amax(-1, keepdim=True)  # (B, T, V), all <= 0
-    probs = torch.softmax(shifted_logits, dim=-1)  # (B, T, V)
-    entropy = shifted_logits.logsumexp(-1) - (probs * shifted_logits).sum(-1)  # (B, T)
-    return masked_mean(entropy, mask)
+    shifted_logits = logits - logits.amax(-1, keepdim=True)  # (..., V), all <= 0
+    probs = torch.softmax(shifted_logits, dim=-1)  # (..., V)
+    return shifted_logits.logsumexp(-1) - (probs * shifted_logits).sum(-1)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from codeplay_lightning.config import PPOConfig
-from codeplay_lightning.ppo import entropy_from_logits, logprobs_from_logits, policy_loss, value_loss
+from codeplay_lightning.ppo import logprobs_from_logits, masked_mean, policy_loss, token_entropy, value_loss
 
 PACKING_ATTENTION = ("sdpa", "eager")  # the attentions that take a custom 4D mask
 METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
@@ -71,25 +71,29 @@ class SetterPPOModule(L.LightningModule):
 
     def score(self, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor,
               model: nn.Module | None = None):
-        """Log-probs, values V(s_t) and logits of right-padded actions (B, T) after the shared prompt
-        (P,): (B, T), (B, T), (B, T, V). Log-probs and logits are those of the sampling distribution
+        """Log-probs, values V(s_t) and entropies of right-padded actions (B, T) after the shared prompt
+        (P,), each (B, T), 0 at padding. Log-probs and entropies are those of the sampling distribution
         (logits divided by the temperature), so the entropy bonus and metric are at that temperature
-        too. `model` (the reference) scores without a value head.
+        too. `model` (the reference) scores without a value head (values None).
 
         The prompt runs once, at batch 1, and the rows' actions run packed into one sequence behind it,
         each attending to the prompt and to its own earlier actions only: the same result as one full
         forward per row over prompt + actions, gradient included (the prompt's keys and values depend on
-        the weights and stay in the graph), with no work on the prompt's copies or on padding."""
+        the weights and stay in the graph), with no work on the prompt's copies or on padding, and the
+        vocabulary-wide tensors only at real tokens."""
         want_values = model is None
         model = model or self.policy
+        batch = len(action_ids)
         prompt = model(input_ids=prompt_ids[None], use_cache=True, output_hidden_states=want_values,
                        logits_to_keep=1)
-        # a row's first action is predicted by the prompt's last position, the others by its actions but the last
-        logits, hidden = [prompt.logits[0]], [prompt.hidden_states[-1][0, -1:]] if want_values else []  # (1, V), (1, H)
+        # a row's first action is predicted by the prompt's last position, its others by its actions but the
+        # last: positions are the B first-action ones (the prompt's, repeated), then the Q packed ones
+        logits = [prompt.logits[0].expand(batch, -1)]  # (B, V)
+        hidden = [prompt.hidden_states[-1][0, -1:].expand(batch, -1)] if want_values else []  # (B, H)
         lengths = mask.sum(dim=1).long()  # (B,)
         feeds = torch.arange(mask.shape[1], device=mask.device) < (lengths - 1)[:, None]  # (B, T)
         if feeds.any():
-            segments = torch.arange(len(mask), device=mask.device).repeat_interleave((lengths - 1).clamp(min=0))
+            segments = torch.arange(batch, device=mask.device).repeat_interleave((lengths - 1).clamp(min=0))
             positions = feeds.long().cumsum(dim=1)[feeds] - 1  # (Q,): each fed token's place in its row
             rows = model(input_ids=action_ids[feeds][None], past_key_values=prompt.past_key_values,
                          position_ids=len(prompt_ids) + positions[None], output_hidden_states=want_values,
@@ -97,16 +101,21 @@ class SetterPPOModule(L.LightningModule):
             logits.append(rows.logits[0])  # (Q, V)
             if want_values:
                 hidden.append(rows.hidden_states[-1][0])  # (Q, H)
-        # where each (row, action) finds its predicting position: 0 is the prompt's, padding points there too
-        source = torch.zeros(mask.shape, dtype=torch.long, device=mask.device)  # (B, T)
-        source[:, 1:][feeds[:, :-1]] = torch.arange(1, int(feeds.sum()) + 1, device=mask.device)
-        logits = torch.cat(logits)[source].float() / self.temperature  # (B, T, V)
-        logprobs = logprobs_from_logits(logits, action_ids, 1.0)
-        if not want_values:
-            return logprobs, None, logits
-        hidden = torch.cat(hidden)[source]  # (B, T, H): the state before each action
-        values = self.value_head(hidden.detach() if self.detach_value_trunk else hidden)
-        return logprobs, values, logits
+        predicted = torch.zeros_like(feeds)  # (B, T): the real actions after each row's first
+        predicted[:, 1:] = feeds[:, :-1]
+        targets = torch.cat([action_ids[:, 0], action_ids[predicted]])  # (B + Q,)
+        logits = torch.cat(logits).float() / self.temperature  # (B + Q, V)
+        per_position = [logprobs_from_logits(logits, targets, 1.0), token_entropy(logits)]  # (B + Q,) each
+        if want_values:
+            hidden = torch.cat(hidden)  # (B + Q, H): the state before each action
+            per_position.append(self.value_head(hidden.detach() if self.detach_value_trunk else hidden))
+        # back to (B, T): each real action's position, padding at 0 (masked out)
+        source = torch.zeros(mask.shape, dtype=torch.long, device=mask.device)
+        source[:, 0] = torch.arange(batch, device=mask.device)
+        source[predicted] = torch.arange(batch, batch + int(predicted.sum()), device=mask.device)
+        logprobs, entropy, *values = (torch.where(mask.bool(), at_position[source], 0.0)
+                                      for at_position in per_position)
+        return logprobs, values[0] if want_values else None, entropy
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]
@@ -119,10 +128,10 @@ class SetterPPOModule(L.LightningModule):
             if self.trainer.world_size > 1:  # and joins their metrics' all-reduces (sync_dist), or they hang
                 self._log_metrics(dict.fromkeys(METRICS, 0.0), batch_size=0)  # weight 0 in the epoch means
             return loss
-        logprobs, values, logits = self.score(batch["prompt_ids"], batch["action_ids"], mask)
+        logprobs, values, entropies = self.score(batch["prompt_ids"], batch["action_ids"], mask)
         policy = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range)
         v_loss = value_loss(values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value)
-        entropy = entropy_from_logits(logits, mask)
+        entropy = masked_mean(entropies, mask)
         loss = policy.pg_loss + self.ppo.value_coef * v_loss - self.ppo.entropy_coef * entropy
         self._log_metrics(dict(zip(METRICS, (policy.pg_loss, v_loss, entropy, policy.approx_kl, policy.clip_frac,
                                              loss))), batch_size=len(mask))

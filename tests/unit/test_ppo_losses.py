@@ -10,7 +10,7 @@ from torch.testing import assert_close
 
 from codeplay_lightning.ppo import losses
 from codeplay_lightning.ppo.losses import (
-    entropy_from_logits,
+    token_entropy,
     gae,
     kl_penalty,
     logprobs_from_logits,
@@ -194,7 +194,7 @@ def test_entropy_and_logprobs_match_reference(layout):
     torch.manual_seed(7)
     mask, logits, tokens, temperature = make_mask(layout), 5 * randn(B, T, V), torch.randint(0, V, (B, T)), 0.8
     entropy = [[ref_entropy(logits[b, t].tolist()) for t in range(T)] for b in range(B)]
-    assert_close(entropy_from_logits(logits, mask).item(), ref_masked_mean(entropy, mask))
+    assert_close(masked_mean(token_entropy(logits), mask).item(), ref_masked_mean(entropy, mask))
     expected = torch.zeros(B, T, dtype=torch.float64)
     for b in range(B):
         for t in range(T):
@@ -242,7 +242,7 @@ def test_clip_fraction_counts_tokens_outside_the_clip_range():
 
 def test_entropy_of_uniform_logits_is_log_vocabulary_size():
     logits = torch.full((2, 3, 11), 7.0)  # float32
-    assert_close(entropy_from_logits(logits, torch.ones(2, 3)), torch.tensor(math.log(11)))
+    assert_close(token_entropy(logits), torch.full((2, 3), math.log(11)))
 
 
 def test_masked_mean_of_no_real_token_is_zero_and_per_row_means():
@@ -265,7 +265,7 @@ SCORE_FNS = {
     "whiten": lambda d, m: (whiten(d["v"], m), whiten(d["v"], m, shift_mean=False)),
     "policy_loss": lambda d, m: policy_loss(d["lp"], d["old"], d["a"], m, 0.2),
     "value_loss": lambda d, m: tuple(value_loss(d["v"], d["old"], d["r"], m, c) for c in (0.2, None)),
-    "entropy": lambda d, m: entropy_from_logits(d["logits"], m),
+    "entropy": lambda d, m: masked_mean(token_entropy(d["logits"]), m),
     "masked_sum": lambda d, m: losses.masked_sum(d["v"], m),
 }
 

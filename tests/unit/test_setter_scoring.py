@@ -1,6 +1,6 @@
 """The PPO scoring forward runs the shared prompt once per minibatch and the rows packed behind it; it
-must give exactly what one full forward per row over prompt + actions gives: log-probs, values and
-every parameter's gradient."""
+must give exactly what one full forward per row over prompt + actions gives: log-probs, values,
+entropies and every parameter's gradient."""
 
 from __future__ import annotations
 
@@ -26,14 +26,19 @@ def full_prompt_score(module: SetterPPOModule, prompt_ids, action_ids, mask):
     logits = output.logits[:, start:-1].float() / TEMPERATURE  # (B, T, V)
     hidden = output.hidden_states[-1][:, start:-1]  # (B, T, H)
     values = module.value_head(hidden.detach() if module.detach_value_trunk else hidden)
-    return logprobs_from_logits(logits, action_ids), values, logits
+    return tuple(x * mask for x in (logprobs_from_logits(logits, action_ids), values, naive_entropy(logits)))
+
+
+def naive_entropy(logits: torch.Tensor) -> torch.Tensor:
+    probs = torch.softmax(logits, dim=-1)
+    return -(probs * torch.log(probs)).sum(-1)
 
 
 def gradients(module, scorer, prompt_ids, action_ids, mask) -> dict[str, torch.Tensor]:
     module.zero_grad(set_to_none=True)
-    logprobs, values, logits = scorer(module, prompt_ids, action_ids, mask)
-    weights = torch.linspace(0.5, 1.5, mask.numel()).view_as(mask) * mask  # every token counts differently
-    ((logprobs * weights).sum() + (values * weights).sum() + logits.logsumexp(-1).mul(mask).mean()).backward()
+    logprobs, values, entropies = scorer(module, prompt_ids, action_ids, mask)
+    weights = torch.linspace(0.5, 1.5, mask.numel()).view_as(mask)  # every token counts differently
+    ((logprobs * weights).sum() + (values * weights).sum() + (entropies * weights.flip(0)).sum()).backward()
     return {name: parameter.grad.clone() for name, parameter in module.named_parameters()}
 
 
@@ -58,16 +63,15 @@ def test_prompt_once_equals_full_prompt_per_row(tiny_llama, lengths, detach_valu
     with torch.no_grad():
         split = module.score(prompt_ids, action_ids, mask)
         full = full_prompt_score(module, prompt_ids, action_ids, mask)
-    for ours, reference in zip(split, full):
-        real = mask.bool() if ours.dim() == 2 else mask.bool()[..., None].expand_as(ours)
-        torch.testing.assert_close(ours[real], reference[real], atol=1e-4, rtol=1e-4)
+    for ours, reference in zip(split, full):  # 0 at padding, as the reference is made to be
+        torch.testing.assert_close(ours, reference, atol=1e-4, rtol=1e-4)
 
     ours = gradients(module, lambda m, *a: m.score(*a), prompt_ids, action_ids, mask)
     reference = gradients(module, full_prompt_score, prompt_ids, action_ids, mask)
     assert ours.keys() == reference.keys()
     for name in ours:  # fp32 round-off: the prompt's gradient is summed over the rows in another order
         scale = float(reference[name].abs().max())
-        torch.testing.assert_close(ours[name], reference[name], atol=1e-5 * scale, rtol=1e-5, msg=name)
+        torch.testing.assert_close(ours[name], reference[name], atol=1e-4 * scale, rtol=1e-4, msg=name)
     assert any(grad.abs().sum() > 0 for name, grad in ours.items() if "embed_tokens" in name)
 
 
