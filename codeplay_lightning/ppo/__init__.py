@@ -3,10 +3,9 @@
 from codeplay_lightning.ppo.losses import (
     PolicyLoss,
     TokenRewards,
-    token_entropy,
     gae,
     kl_penalty,
-    logprobs_from_logits,
+    logprobs_and_entropy,
     masked_mean,
     masked_sum,
     policy_loss,
@@ -18,10 +17,9 @@ from codeplay_lightning.ppo.losses import (
 __all__ = [
     "PolicyLoss",
     "TokenRewards",
-    "token_entropy",
     "gae",
     "kl_penalty",
-    "logprobs_from_logits",
+    "logprobs_and_entropy",
     "masked_mean",
     "masked_sum",
     "policy_loss",

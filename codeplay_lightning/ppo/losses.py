@@ -29,14 +29,19 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     return masked_sum(x, mask, dim) / count.clamp(min=1)
 
 
-def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log softmax(logits / temperature) at `tokens`: score at the sampling temperature or PPO's ratio is wrong.
+def logprobs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor,
+                         temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """log softmax(logits / temperature) at `tokens`, and the entropy -sum_v p_v log p_v of that softmax.
+    Score at the sampling temperature, or PPO's ratio is wrong.
 
-    logits (..., V) predict tokens (...), e.g. (B, T, V) and (B, T); computed in float32 (or float64) even for bf16 logits.
+    logits (..., V) predict tokens (...), e.g. (B, T, V) and (B, T); both results are (...), computed in
+    float32 (or float64) even for bf16 logits. One log-softmax serves both: its backward is one fused
+    kernel, where logsumexp's is several passes over the vocabulary.
     """
-    scaled_logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # (B, T, V)
-    token_logits = scaled_logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    return token_logits - scaled_logits.logsumexp(-1)  # (B, T)
+    scaled_logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # (..., V)
+    log_probs = torch.log_softmax(scaled_logits, dim=-1)  # (..., V)
+    entropy = -(log_probs.exp() * log_probs).sum(-1)  # (...)
+    return log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), entropy
 
 
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: KLKind = "k1") -> torch.Tensor:
@@ -166,14 +171,3 @@ def value_loss(
     v_clipped = old_values + torch.clamp(values - old_values, -clip_range_value, clip_range_value)
     v_loss_clipped = (v_clipped - returns) ** 2  # (B, T)
     return 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mask)
-
-
-def token_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of softmax(logits) at each position, (..., V) -> (...): H = logsumexp(l) - sum_v p_v * l_v.
-
-    Computed on l - max(l) (same softmax, no cancellation between two large terms), in >= float32.
-    """
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-    shifted_logits = logits - logits.amax(-1, keepdim=True)  # (..., V), all <= 0
-    probs = torch.softmax(shifted_logits, dim=-1)  # (..., V)
-    return shifted_logits.logsumexp(-1) - (probs * shifted_logits).sum(-1)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from codeplay_lightning.config import PPOConfig
-from codeplay_lightning.ppo import logprobs_from_logits, masked_mean, policy_loss, token_entropy, value_loss
+from codeplay_lightning.ppo import logprobs_and_entropy, masked_mean, policy_loss, value_loss
 
 PACKING_ATTENTION = ("sdpa", "eager")  # the attentions that take a custom 4D mask
 METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
@@ -104,8 +104,7 @@ class SetterPPOModule(L.LightningModule):
         predicted = torch.zeros_like(feeds)  # (B, T): the real actions after each row's first
         predicted[:, 1:] = feeds[:, :-1]
         targets = torch.cat([action_ids[:, 0], action_ids[predicted]])  # (B + Q,)
-        logits = torch.cat(logits).float() / self.temperature  # (B + Q, V)
-        per_position = [logprobs_from_logits(logits, targets, 1.0), token_entropy(logits)]  # (B + Q,) each
+        per_position = list(logprobs_and_entropy(torch.cat(logits), targets, self.temperature))  # (B + Q,) each
         if want_values:
             hidden = torch.cat(hidden)  # (B + Q, H): the state before each action
             per_position.append(self.value_head(hidden.detach() if self.detach_value_trunk else hidden))
@@ -132,7 +131,9 @@ class SetterPPOModule(L.LightningModule):
         policy = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range)
         v_loss = value_loss(values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value)
         entropy = masked_mean(entropies, mask)
-        loss = policy.pg_loss + self.ppo.value_coef * v_loss - self.ppo.entropy_coef * entropy
+        loss = policy.pg_loss + self.ppo.value_coef * v_loss
+        if self.ppo.entropy_coef:  # a zero bonus would still cost a backward pass over the vocabulary
+            loss = loss - self.ppo.entropy_coef * entropy
         self._log_metrics(dict(zip(METRICS, (policy.pg_loss, v_loss, entropy, policy.approx_kl, policy.clip_frac,
                                              loss))), batch_size=len(mask))
         return loss

@@ -10,10 +10,9 @@ from torch.testing import assert_close
 
 from codeplay_lightning.ppo import losses
 from codeplay_lightning.ppo.losses import (
-    token_entropy,
     gae,
     kl_penalty,
-    logprobs_from_logits,
+    logprobs_and_entropy,
     masked_mean,
     policy_loss,
     token_rewards,
@@ -194,13 +193,16 @@ def test_entropy_and_logprobs_match_reference(layout):
     torch.manual_seed(7)
     mask, logits, tokens, temperature = make_mask(layout), 5 * randn(B, T, V), torch.randint(0, V, (B, T)), 0.8
     entropy = [[ref_entropy(logits[b, t].tolist()) for t in range(T)] for b in range(B)]
-    assert_close(masked_mean(token_entropy(logits), mask).item(), ref_masked_mean(entropy, mask))
+    logprobs, entropies = logprobs_and_entropy(logits, tokens, temperature)
+    assert_close(masked_mean(logprobs_and_entropy(logits, tokens)[1], mask).item(), ref_masked_mean(entropy, mask))
+    scaled_entropy = [[ref_entropy([float(x) / temperature for x in logits[b, t]]) for t in range(T)] for b in range(B)]
+    assert_close(entropies, torch.tensor(scaled_entropy, dtype=entropies.dtype))
     expected = torch.zeros(B, T, dtype=torch.float64)
     for b in range(B):
         for t in range(T):
             scaled = [float(l) / temperature for l in logits[b, t]]
             expected[b, t] = scaled[tokens[b, t]] - math.log(sum(math.exp(s) for s in scaled))
-    assert_close(logprobs_from_logits(logits, tokens, temperature), expected)
+    assert_close(logprobs, expected)
 
 
 # ---- properties ----------------------------------------------------------------------------------
@@ -242,7 +244,7 @@ def test_clip_fraction_counts_tokens_outside_the_clip_range():
 
 def test_entropy_of_uniform_logits_is_log_vocabulary_size():
     logits = torch.full((2, 3, 11), 7.0)  # float32
-    assert_close(token_entropy(logits), torch.full((2, 3), math.log(11)))
+    assert_close(logprobs_and_entropy(logits, torch.zeros(2, 3, dtype=torch.long))[1], torch.full((2, 3), math.log(11)))
 
 
 def test_masked_mean_of_no_real_token_is_zero_and_per_row_means():
@@ -253,7 +255,7 @@ def test_masked_mean_of_no_real_token_is_zero_and_per_row_means():
 
 def test_logprobs_in_float32_for_bf16_logits():
     logits = torch.randn(2, 3, V).to(torch.bfloat16)
-    assert logprobs_from_logits(logits, torch.zeros(2, 3, dtype=torch.long), 0.8).dtype == torch.float32
+    assert all(x.dtype == torch.float32 for x in logprobs_and_entropy(logits, torch.zeros(2, 3, dtype=torch.long), 0.8))
 
 
 # ---- padding never changes a result, nor a gradient ----------------------------------------------
@@ -265,7 +267,7 @@ SCORE_FNS = {
     "whiten": lambda d, m: (whiten(d["v"], m), whiten(d["v"], m, shift_mean=False)),
     "policy_loss": lambda d, m: policy_loss(d["lp"], d["old"], d["a"], m, 0.2),
     "value_loss": lambda d, m: tuple(value_loss(d["v"], d["old"], d["r"], m, c) for c in (0.2, None)),
-    "entropy": lambda d, m: masked_mean(token_entropy(d["logits"]), m),
+    "entropy": lambda d, m: masked_mean(logprobs_and_entropy(d["logits"], torch.zeros(B, T, dtype=torch.long))[1], m),
     "masked_sum": lambda d, m: losses.masked_sum(d["v"], m),
 }
 

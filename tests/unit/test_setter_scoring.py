@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from codeplay_lightning.config import PPOConfig
-from codeplay_lightning.ppo import logprobs_from_logits
 from codeplay_lightning.setter import SetterPPOModule
 
 TEMPERATURE = 0.7
@@ -26,12 +25,9 @@ def full_prompt_score(module: SetterPPOModule, prompt_ids, action_ids, mask):
     logits = output.logits[:, start:-1].float() / TEMPERATURE  # (B, T, V)
     hidden = output.hidden_states[-1][:, start:-1]  # (B, T, H)
     values = module.value_head(hidden.detach() if module.detach_value_trunk else hidden)
-    return tuple(x * mask for x in (logprobs_from_logits(logits, action_ids), values, naive_entropy(logits)))
-
-
-def naive_entropy(logits: torch.Tensor) -> torch.Tensor:
-    probs = torch.softmax(logits, dim=-1)
-    return -(probs * torch.log(probs)).sum(-1)
+    probs = torch.softmax(logits, dim=-1)  # (B, T, V)
+    logprobs = torch.log(probs.gather(-1, action_ids[..., None]).squeeze(-1))
+    return tuple(x * mask for x in (logprobs, values, -(probs * torch.log(probs)).sum(-1)))
 
 
 def gradients(module, scorer, prompt_ids, action_ids, mask) -> dict[str, torch.Tensor]:
