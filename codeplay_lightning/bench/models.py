@@ -1,11 +1,9 @@
-"""The models' side: PPO update against the bare forward + backward, one training iteration, Solver
-sampling batched against one at a time, and the LLM backends."""
+"""The models' side: Solver sampling batched against one at a time, the LLM backends, and the Setter's
+sampler against Hugging Face `generate`."""
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 
 def solver_prompts(count: int) -> list[str]:
@@ -72,72 +70,6 @@ def bench_solver_backends(max_new_tokens: int = 64) -> dict:
             result[f"server_concurrency{concurrency}_tokens_per_s"] = speed = tokens_per_s(llm, prompts)
             result[f"server_concurrency{concurrency}_over_hf_batch1"] = speed / hf_batch1
     return result
-
-
-def bench_ppo_update(batch_size: int = 8, actions: int = 48, repeats: int = 2) -> dict:
-    """Tokens/s of one PPO minibatch update (scoring forward, losses, backward) against the bare
-    model's forward + backward (cross-entropy) on the same token batch, bf16 autocast."""
-    import torch
-
-    from codeplay_lightning.config import PPOConfig
-    from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm
-    from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
-    from codeplay_lightning.setter import SetterPPOModule
-
-    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS)
-    module = SetterPPOModule(model, None, PPOConfig(), 0.8, 256, True, identity={})
-    prompt_ids = torch.tensor(tokenizer(setter_prompt(fewshot_puzzles()[:6]))["input_ids"])
-    generator = torch.Generator().manual_seed(0)
-    action_ids = torch.randint(0, len(tokenizer), (batch_size, actions), generator=generator)
-    mask = torch.ones(batch_size, actions)
-    batch = {"input_ids": torch.cat([prompt_ids.expand(batch_size, -1), action_ids], dim=1),
-             "mask": mask, "old_logprobs": torch.full_like(mask, -3.0), "old_values": torch.zeros_like(mask),
-             "advantages": torch.randn(batch_size, actions, generator=generator), "returns": torch.zeros_like(mask)}
-    batch["attention_mask"] = torch.ones_like(batch["input_ids"], dtype=torch.float)
-    module.log_dict = lambda *args, **kwargs: None  # no trainer here
-
-    def ppo_step():
-        module.training_step(batch, 0).backward()
-
-    def bare_step():
-        logits = model(input_ids=batch["input_ids"]).logits[:, :-1].float()
-        torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["input_ids"][:, 1:].flatten()).backward()
-
-    seconds = {}
-    for name, step in (("ppo", ppo_step), ("bare", bare_step)):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            step()  # warm-up
-            started = time.perf_counter()
-            for _ in range(repeats):
-                step()
-            seconds[name] = (time.perf_counter() - started) / repeats
-        model.zero_grad(set_to_none=True)
-    tokens = batch["input_ids"].numel()
-    return {"tokens_per_batch": tokens, "ppo_tokens_per_s": tokens / seconds["ppo"],
-            "bare_tokens_per_s": tokens / seconds["bare"], "ppo_over_bare": seconds["bare"] / seconds["ppo"]}
-
-
-def bench_training_iteration(config: str = "configs/balanced.yaml") -> dict:
-    """One CPU-scale PPO iteration of `config` on the embedded model (full fine-tune), in a child
-    process: where its time went (iterations.jsonl) and the child's peak resident memory."""
-    import resource
-    import subprocess
-    import sys
-    import tempfile
-
-    if not Path(config).is_file():
-        raise ValueError(f"{config} not found: run the benchmarks from the repository root")
-    with tempfile.TemporaryDirectory() as runs:
-        command = [sys.executable, "-m", "codeplay_lightning.cli", "train", config, f"trainer.run_root={runs}",
-                   "trainer.iterations=1"]
-        completed = subprocess.run(command, capture_output=True, text=True)
-        if completed.returncode:
-            raise RuntimeError(f"the training iteration failed:\n{completed.stderr[-2000:]}")
-        (record_file,) = Path(runs).glob("*/version_0/iterations.jsonl")
-        record = json.loads(record_file.read_text().splitlines()[-1])
-    record["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB on Linux
-    record["config"] = config
-    return record
 
 
 def measure_sampling_throughput(
