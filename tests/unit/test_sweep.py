@@ -15,6 +15,7 @@ from codeplay_lightning.sweep import sweep
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 PER_ITERATION = 3  # puzzles the fake logs per iteration
+ITERATIONS = load_config([CONFIGS / "balanced.yaml"]).trainer.iterations  # of every preset, from base.yaml
 
 
 class FakeTrainer:
@@ -62,7 +63,7 @@ def test_a_fresh_sweep_trains_every_preset_then_compares(tmp_path):
     assert trainer.calls == [("none", None), ("product", None)]
     assert [step.action for step in result["steps"]] == ["start", "start"]
     assert [run["label"] for run in result["comparison"]["runs"]] == ["none (w_d=0, w_n=0)", "product (R_d·R_n)"]
-    assert all(run["puzzles"] == 8 * PER_ITERATION for run in result["comparison"]["runs"])
+    assert all(run["puzzles"] == ITERATIONS * PER_ITERATION for run in result["comparison"]["runs"])
     assert (tmp_path / "results" / "figure.png").is_file() and (tmp_path / "results" / "report.md").is_file()
     assert "seed: 5" in (tmp_path / "runs" / "product" / "version_0" / "config.yaml").read_text()
 
@@ -85,7 +86,7 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
     checkpoint = tmp_path / "runs" / "difficulty" / "version_0" / "checkpoints" / "last.ckpt"
     assert trainer.calls == [("difficulty", checkpoint), ("product", None)]
     assert [step.action for step in result["steps"]] == ["skip", "resume", "start"]
-    assert puzzle_indices(checkpoint.parents[1]) == list(range(1, 8 * PER_ITERATION + 1))
+    assert puzzle_indices(checkpoint.parents[1]) == list(range(1, ITERATIONS * PER_ITERATION + 1))
 
 
 def test_a_run_that_returns_unfinished_is_an_error(tmp_path):
@@ -101,7 +102,7 @@ def test_a_directory_without_checkpoint_or_puzzles_is_restarted_in_place(tmp_pat
     trainer = FakeTrainer()
     run_sweep(tmp_path, trainer, ["none"])
     assert trainer.calls == [("none", None)]
-    assert puzzle_indices(run_dir) == list(range(1, 8 * PER_ITERATION + 1))
+    assert puzzle_indices(run_dir) == list(range(1, ITERATIONS * PER_ITERATION + 1))
 
 
 def test_puzzles_without_checkpoint_stop_the_sweep_before_any_training(tmp_path):
