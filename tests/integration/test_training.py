@@ -342,3 +342,16 @@ def test_resume_continues_the_solvers_random_stream(tmp_path, stream_model, char
     difficulties = [(p["puzzle"], p["D"]) for p in read_puzzles(straight)]
     assert len({d for text, d in difficulties if text == SEVEN.f}) > 1  # D depends on the Solver's draws
     assert [(p["puzzle"], p["D"]) for p in read_puzzles(resumed)] == difficulties
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16-mixed", torch.bfloat16), ("32-true", None)])
+def test_the_rollout_keeps_the_trainers_precision_with_the_cast_cache_on(precision, dtype):
+    from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+
+    from codeplay_lightning.setter.rollout_callback import rollout_precision
+
+    plugin = MixedPrecision(precision, "cpu") if dtype else Precision()
+    with rollout_precision(plugin):
+        assert torch.is_autocast_enabled("cpu") == (dtype is not None)
+        if dtype:
+            assert torch.get_autocast_dtype("cpu") == dtype and torch.is_autocast_cache_enabled()
