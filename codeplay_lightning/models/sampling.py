@@ -119,12 +119,7 @@ def sample(
         logits, past_key_values = output.logits[:, -1, :].float(), output.past_key_values  # (B, V), cache
         next_position = next_position + 1
 
-    return Samples(
-        texts=[_continuation_text(tokenizer, ids, config.stop_strings) for ids in new_ids],
-        token_ids=[torch.tensor(ids, dtype=torch.long) for ids in new_ids],
-        logprobs=[torch.tensor(lps, dtype=torch.float32) for lps in new_logprobs],
-        finished=finished,
-    )
+    return _samples(tokenizer, list(zip(new_ids, new_logprobs, finished)), config.stop_strings)
 
 
 @torch.no_grad()
@@ -187,12 +182,17 @@ def sample_streams(
     for stream in range(n_streams):
         if open_ids[stream]:
             pieces[stream].append((open_ids[stream], open_logprobs[stream], False))
-    flat = [piece for stream_pieces in pieces for piece in stream_pieces]
+    return _samples(tokenizer, [piece for stream_pieces in pieces for piece in stream_pieces], config.stop_strings)
+
+
+def _samples(tokenizer: PreTrainedTokenizerBase, continuations: list[tuple[list[int], list[float], bool]],
+             stop_strings: tuple[str, ...]) -> Samples:
+    """`Samples` from (token ids, log-probs, finished) per continuation."""
     return Samples(
-        texts=[_continuation_text(tokenizer, ids, config.stop_strings) for ids, _, _ in flat],
-        token_ids=[torch.tensor(ids, dtype=torch.long) for ids, _, _ in flat],
-        logprobs=[torch.tensor(lps, dtype=torch.float32) for _, lps, _ in flat],
-        finished=[finished for _, _, finished in flat],
+        texts=[_continuation_text(tokenizer, ids, stop_strings) for ids, _, _ in continuations],
+        token_ids=[torch.tensor(ids, dtype=torch.long) for ids, _, _ in continuations],
+        logprobs=[torch.tensor(lps, dtype=torch.float32) for _, lps, _ in continuations],
+        finished=[finished for _, _, finished in continuations],
     )
 
 
