@@ -1,0 +1,105 @@
+"""Building the corpus: draw instances from every family, verify each in the sandbox, deduplicate, split.
+
+A pair is kept only when the reference `g` passes and every corruption of its answer fails: the
+type's empty value (0, 0.0, "", []) and one perturbation (an int or float plus 1, a string with one
+character more, a list with its last element dropped). A family whose `f` accepts those is too loose
+to teach anything. Splits: the families in `HELDOUT_FAMILIES` are held out whole; of the others, every
+`HELDOUT_INSTANCE_EVERY`-th instance is held out, so both kinds of generalisation can be measured.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from codeplay_lightning.corpus.family import GRADES, Family
+from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.puzzles.parsing import answer_type
+from codeplay_lightning.puzzles.puzzle import Puzzle
+
+SPLITS = ("train", "heldout_instances", "heldout_families")
+HELDOUT_INSTANCE_EVERY = 10
+DRAWS_PER_INSTANCE = 4  # a family's draw may repeat an earlier instance; it gets this many tries per slot
+
+# Applied to the reference answer, inside the sandbox, after the reference g has run.
+_CORRUPTIONS = {
+    "int": ("0", "answer + 1"),
+    "float": ("0.0", "answer + 1.0"),
+    "str": ('""', 'answer + "q"'),
+}
+_LIST_CORRUPTIONS = ("[]", "answer[:-1]")
+
+
+@dataclass(frozen=True)
+class Instance:
+    family: str
+    topic: str
+    grade: int
+    f: str
+    g: str
+    ans_type: str
+    split: str = "train"
+
+    def puzzle(self, name: str) -> Puzzle:
+        return Puzzle(name=name, f=self.f, solutions=(self.g,), ans_type=self.ans_type)
+
+
+def corruptions(g: str, ans_type: str) -> list[str]:
+    """Sources of `g` variants whose answers must fail: each wraps the reference `g`."""
+    expressions = _LIST_CORRUPTIONS if ans_type.startswith(("List[", "list[")) else _CORRUPTIONS[ans_type]
+    return [f"{g}\n\n_reference = g\n\ndef g():\n    answer = _reference()\n    return {expression}\n"
+            for expression in expressions]
+
+
+def draw(families: Sequence[Family], n: int, seed: int) -> list[Instance]:
+    """`n` distinct instances, round-robin over the families and grades, each from its own seeded rng
+    (so adding a family leaves the others' instances unchanged). Unverified."""
+    instances: list[Instance] = []
+    seen: set[str] = set()
+    for slot in range(n):
+        family = families[slot % len(families)]
+        grade = GRADES[(slot // len(families)) % len(GRADES)]
+        for attempt in range(DRAWS_PER_INSTANCE):
+            rng = random.Random(f"{seed}/{family.name}/{slot}/{attempt}")
+            f, g = family.make(rng, grade)
+            if " ".join(f.split()) not in seen:
+                seen.add(" ".join(f.split()))
+                ans_type = answer_type(Puzzle(family.name, f))
+                if ans_type is None:
+                    raise ValueError(f"family {family.name}: f's answer has no type annotation")
+                instances.append(Instance(family.name, family.topic, grade, f.rstrip(), g.rstrip(), ans_type))
+                break
+    return instances
+
+
+def verify(instances: Sequence[Instance], sandbox: Sandbox) -> list[bool]:
+    """Per instance: its reference passes and every corruption fails."""
+    programs, owners, wanted = [], [], []
+    for index, instance in enumerate(instances):
+        programs.append(Program(instance.f, instance.g, instance.ans_type))
+        owners.append(index)
+        wanted.append(True)
+        for corrupted in corruptions(instance.g, instance.ans_type):
+            programs.append(Program(instance.f, corrupted, instance.ans_type))
+            owners.append(index)
+            wanted.append(False)
+    good = [True] * len(instances)
+    for owner, should_pass, verdict in zip(owners, wanted, sandbox.verify(programs), strict=True):
+        if verdict.passed != should_pass:
+            good[owner] = False
+    return good
+
+
+def split(instances: Sequence[Instance], heldout_families: set[str]) -> list[Instance]:
+    """The instances with their split set (see the module docstring)."""
+    out, per_family = [], Counter()
+    for instance in instances:
+        if instance.family in heldout_families:
+            part = "heldout_families"
+        else:
+            per_family[instance.family] += 1
+            part = "heldout_instances" if per_family[instance.family] % HELDOUT_INSTANCE_EVERY == 0 else "train"
+        out.append(Instance(**{**instance.__dict__, "split": part}))
+    return out
