@@ -9,7 +9,7 @@ OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
-.PHONY: help install install-server train tensorboard test test-full bench compare sweep clean
+.PHONY: help install install-server train tensorboard test test-full bench compare sweep warmstart clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -34,6 +34,13 @@ install-server: $(VENV)/.server ## build llama-cpp-python's OpenAI-compatible se
 
 train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|novelty|novelty_biased|product|smoke|paper, RESUME=auto|PATH, ARGS="key=value ..."
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
+
+WARMSTART := runs/warmstart
+warmstart: $(BIN)/codeplay ## rebuild the shipped smollm2-135m-sft adapter: our corpus (seed 0), LoRA SFT (~45 min here)
+	$(BIN)/codeplay corpus --n 6000 --seed 0 --out $(WARMSTART)/corpus.json
+	$(BIN)/codeplay sft $(WARMSTART)/corpus.json --model smollm2-135m --lora-rank 16 --steps 160 --out $(WARMSTART)/model
+	cp $(WARMSTART)/model/adapter/adapter_config.json $(WARMSTART)/model/adapter/adapter_model.safetensors \
+	   $(WARMSTART)/model/sft.json codeplay_lightning/models/warmstart/
 
 tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets overlay)
 	$(BIN)/tensorboard --logdir runs

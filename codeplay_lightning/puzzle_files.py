@@ -50,3 +50,15 @@ def _jsonl_entry(line: str, number: int) -> Entry:
         if fields[key] is not None and not isinstance(fields[key], str):
             return Entry(name, None, problem=f"line {number}: field {key!r} must be a string")
     return Entry(name, Puzzle(name, fields["f"], ans_type=fields["ans_type"]), fields["g"])
+
+
+def split_and_groups(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
+    """For a JSON puzzle list: each name's `split` (our corpus files have one) and its group (the corpus
+    `family`, else P3's class, e.g. "Study_1" for "Study_1:0"). Empty maps for JSONL."""
+    text = Path(path).read_text(encoding="utf-8")
+    if not text.lstrip().startswith("["):
+        return {}, {}
+    entries = [entry for entry in json.loads(text) if isinstance(entry, dict) and isinstance(entry.get("name"), str)]
+    splits = {e["name"]: e["split"] for e in entries if isinstance(e.get("split"), str)}
+    groups = {e["name"]: str(e.get("family") or e["name"].split(":")[0]) for e in entries}
+    return splits, groups

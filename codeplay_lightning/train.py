@@ -15,12 +15,12 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
 from codeplay_lightning.config import ConfigError, TrainConfig, to_yaml
+from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
 from codeplay_lightning.models import load_causal_lm, token_consistent_prompt
 from codeplay_lightning.puzzles import (
     Puzzle,
-    bundled_puzzles,
     fewshot_puzzles,
     in_classes,
     load_p3,
@@ -127,9 +127,9 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
 
 def _reference_puzzles(config: TrainConfig) -> tuple[list, str]:
     """The puzzles R_n's distances are normalised by, and which they are: P3's train split when
-    `reward.reference` gives P3's puzzles.json, else the bundled puzzles."""
+    `reward.reference` gives P3's puzzles.json, else our corpus's training families."""
     if config.reward.reference is None:
-        return bundled_puzzles(), "the bundled puzzles; set reward.reference to P3's puzzles.json for its train split"
+        return reference_puzzles(), "our corpus's training families; reward.reference=P3's puzzles.json for P3's"
     split = load_p3_split(config.reward.reference_split)
     return in_classes(load_p3(config.reward.reference), split["train"]), f"P3's train split of {config.reward.reference}"
 

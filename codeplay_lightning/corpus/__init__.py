@@ -1,10 +1,27 @@
 """Our own corpus of P3-style puzzles: families of `(f, g)` written for this project, drawn from a seed,
 verified in the sandbox and split by family. `codeplay corpus` writes it as P3-format JSON."""
 
+import itertools
+
 from codeplay_lightning.corpus import algorithms, combinatorics, lists, numbers, search, strings
+from codeplay_lightning.corpus.build import draw
 from codeplay_lightning.corpus.family import Family
+from codeplay_lightning.puzzles.puzzle import Puzzle
 
 FAMILIES: list[Family] = [*strings.FAMILIES, *lists.FAMILIES, *numbers.FAMILIES, *combinatorics.FAMILIES,
                           *search.FAMILIES, *algorithms.FAMILIES]
+# Held out whole, to measure how far solving generalises beyond the families trained on: about one in
+# six, from every topic.
+HELDOUT_FAMILIES: set[str] = set()
+REFERENCE_SIZE = 600  # puzzles whose mean pairwise distance normalises novelty
 
-__all__ = ["FAMILIES", "Family"]
+
+def reference_puzzles(seed: int = 0) -> list[Puzzle]:
+    """Novelty's normaliser: `REFERENCE_SIZE` instances of the training families, drawn without the
+    sandbox (only their text matters here), the same every time."""
+    train = [family for family in FAMILIES if family.name not in HELDOUT_FAMILIES]
+    return [Puzzle(f"{i.family}:{n}", i.f, (i.g,), i.ans_type)
+            for n, i in enumerate(itertools.islice(draw(train, seed), REFERENCE_SIZE))]
+
+
+__all__ = ["FAMILIES", "HELDOUT_FAMILIES", "Family", "reference_puzzles"]

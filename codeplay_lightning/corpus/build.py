@@ -9,9 +9,10 @@ to teach anything. Splits: the families in `HELDOUT_FAMILIES` are held out whole
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from codeplay_lightning.corpus.family import GRADES, Family
@@ -53,25 +54,28 @@ def corruptions(g: str, ans_type: str) -> list[str]:
             for expression in expressions]
 
 
-def draw(families: Sequence[Family], n: int, seed: int) -> list[Instance]:
-    """`n` distinct instances, round-robin over the families and grades, each from its own seeded rng
-    (so adding a family leaves the others' instances unchanged). Unverified."""
-    instances: list[Instance] = []
+def draw(families: Sequence[Family], seed: int) -> Iterator[Instance]:
+    """Distinct instances without end, round-robin over the families and grades, each from its own
+    seeded rng (adding a family leaves the others' instances unchanged). Unverified."""
     seen: set[str] = set()
-    for slot in range(n):
+    fruitless = 0  # slots in a row whose draws all repeated an earlier instance
+    for slot in itertools.count():
+        if fruitless == 10 * len(families):
+            raise ValueError(f"the families ran out of new instances after {len(seen)}")
         family = families[slot % len(families)]
         grade = GRADES[(slot // len(families)) % len(GRADES)]
         for attempt in range(DRAWS_PER_INSTANCE):
-            rng = random.Random(f"{seed}/{family.name}/{slot}/{attempt}")
-            f, g = family.make(rng, grade)
+            f, g = family.make(random.Random(f"{seed}/{family.name}/{slot}/{attempt}"), grade)
             if " ".join(f.split()) not in seen:
                 seen.add(" ".join(f.split()))
                 ans_type = answer_type(Puzzle(family.name, f))
                 if ans_type is None:
                     raise ValueError(f"family {family.name}: f's answer has no type annotation")
-                instances.append(Instance(family.name, family.topic, grade, f.rstrip(), g.rstrip(), ans_type))
+                yield Instance(family.name, family.topic, grade, f.rstrip(), g.rstrip(), ans_type)
+                fruitless = 0
                 break
-    return instances
+        else:
+            fruitless += 1
 
 
 def verify(instances: Sequence[Instance], sandbox: Sandbox) -> list[bool]:
@@ -103,3 +107,31 @@ def split(instances: Sequence[Instance], heldout_families: set[str]) -> list[Ins
             part = "heldout_instances" if per_family[instance.family] % HELDOUT_INSTANCE_EVERY == 0 else "train"
         out.append(Instance(**{**instance.__dict__, "split": part}))
     return out
+
+
+def p3_entry(instance: Instance, index: int) -> dict:
+    """The instance as a P3 `puzzles.json` entry (`sat`/`sol`), with its family, topic, grade and split."""
+    header, _, body = instance.g.partition("\n")
+    return {"name": f"{instance.family}:{index}", "sat": "def sat" + instance.f.removeprefix("def f"),
+            "ans_type": instance.ans_type, "sol_header": "def sol" + header.removeprefix("def g"),
+            "sol_docstring": "", "sol_bodies": [body], "family": instance.family, "topic": instance.topic,
+            "grade": instance.grade, "split": instance.split}
+
+
+def build_corpus(families: Sequence[Family], heldout_families: set[str], n: int, seed: int,
+                 sandbox: Sandbox) -> tuple[list[dict], Counter]:
+    """`n` verified, distinct instances as P3 entries, and how many drawn instances each family lost to
+    verification. Draws go on, in chunks, until `n` instances are verified."""
+    kept: list[Instance] = []
+    lost: Counter = Counter()
+    instances = draw(families, seed)
+    while len(kept) < n:
+        chunk = list(itertools.islice(instances, n - len(kept)))
+        for instance, good in zip(chunk, verify(chunk, sandbox), strict=True):
+            if good:
+                kept.append(instance)
+            else:
+                lost[instance.family] += 1
+        if sum(lost.values()) > n:
+            raise ValueError(f"more than {n} drawn instances failed verification; most: {lost.most_common(3)}")
+    return [p3_entry(instance, index) for index, instance in enumerate(split(kept, heldout_families))], lost

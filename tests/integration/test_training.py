@@ -81,7 +81,7 @@ def test_every_config_file_loads_and_validates(path):
     ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
     ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
     ("sandbox.workers=0", "sandbox.workers must be from 1 to 256"),
-    ("model.name='not a model!'", "is neither smollm2-135m, a local directory nor a hub id"),
+    ("model.name='not a model!'", "is neither smollm2-135m, smollm2-135m-sft, a local directory nor a hub id"),
 ])
 def test_bad_overrides_are_one_line_errors(override, message):
     with pytest.raises(ConfigError, match=message) as error:

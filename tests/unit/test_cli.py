@@ -104,7 +104,7 @@ def test_reader_keeps_p3_instances_without_solutions_as_entries_without_g():
     assert unsolved and {e.name for e in entries if e.g is None} == unsolved
 
 
-def test_solve_writes_one_result_per_puzzle(tmp_path, tiny_llama, char_tokenizer, capsys):
+def test_evaluate_solver_writes_one_result_per_puzzle(tmp_path, tiny_llama, char_tokenizer, capsys):
     model_dir = tmp_path / "tiny"
     tiny_llama.save_pretrained(model_dir)
     char_tokenizer.save_pretrained(model_dir)
@@ -113,14 +113,55 @@ def test_solve_writes_one_result_per_puzzle(tmp_path, tiny_llama, char_tokenizer
         {"name": "three", "f": "def f(x: int):\n    return x == 3"},
         "{broken",
     ])
-    out = tmp_path / "solved.jsonl"
-    assert main(["solve", str(source), "--attempts", "2", "--model", str(model_dir), "--max-new-tokens", "6",
-                 "--batch-size", "3", "--out", str(out)]) == 0
-    results = [json.loads(line) for line in out.read_text().splitlines()]
+    out = tmp_path / "eval"
+    assert main(["evaluate", "--puzzles", str(source), "--attempts", "2", "--llm", str(model_dir), "--fewshot", "2",
+                 "--max-new-tokens", "6", "--batch-size", "3", "--dtype", "float32", "--out", str(out)]) == 0
+    results = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
     assert [r["name"] for r in results] == ["hello", "three"]
     for result in results:
         assert result["attempts"] == 2 and sum(result["statuses"].values()) == 2
         assert len(result["solutions"]) == result["passes"]
-        assert (result["difficulty"] is None) == (result["passes"] == 0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["puzzles"] == 2 and 0 <= summary["pass@1"] <= summary["pass@2"] <= 1
     captured = capsys.readouterr()
-    assert "line 3 is not JSON" in captured.err and "puzzles solved" in captured.out
+    assert "line 3 is not JSON" in captured.err and "pass@2" in captured.out
+
+
+def test_evaluate_reads_one_split_of_a_corpus_file(tmp_path, tiny_llama, char_tokenizer):
+    model_dir = tmp_path / "tiny"
+    tiny_llama.save_pretrained(model_dir)
+    char_tokenizer.save_pretrained(model_dir)
+    corpus = tmp_path / "corpus.json"
+    assert main(["corpus", "--n", "12", "--seed", "3", "--out", str(corpus)]) == 0
+    entries = json.loads(corpus.read_text())
+    assert len(entries) == 12 and {"family", "grade", "split"} <= set(entries[0])
+    train = [e["name"] for e in entries if e["split"] == "train"]
+    out = tmp_path / "eval"
+    assert main(["evaluate", "--puzzles", str(corpus), "--split", "train", "--attempts", "1", "--llm", str(model_dir),
+                 "--fewshot", "1", "--max-new-tokens", "4", "--dtype", "float32", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
+    assert [row["name"] for row in rows] == train
+    assert all(row["group"] == row["name"].split(":")[0] for row in rows)
+    assert main(["evaluate", "--puzzles", str(corpus), "--split", "test", "--llm", str(model_dir),
+                 "--out", str(out)]) == 2
+
+
+def test_evaluate_setter_reports_rates(tmp_path, tiny_llama, char_tokenizer):
+    model_dir = tmp_path / "tiny"
+    tiny_llama.save_pretrained(model_dir)
+    char_tokenizer.save_pretrained(model_dir)
+    out = tmp_path / "setter"
+    assert main(["evaluate", "--setter", "3", "--attempts", "1", "--llm", str(model_dir), "--fewshot", "1",
+                 "--max-new-tokens", "8", "--dtype", "float32", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    rows = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
+    assert summary["puzzles"] == len(rows) == 3
+    assert summary["valid"] == sum(row["valid"] for row in rows) / 3
+    assert all(row["r_n"] >= 0 for row in rows)
+
+
+def test_the_warmstart_alias_without_its_adapter_says_how_to_build_it(tmp_path):
+    from codeplay_lightning.models.loading import warmstart_model_dir
+
+    with pytest.raises(FileNotFoundError, match="make warmstart"):
+        warmstart_model_dir(tmp_path / "no-adapter")

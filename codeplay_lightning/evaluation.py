@@ -1,0 +1,60 @@
+"""`codeplay evaluate`: how well a model solves puzzles (pass@1, pass@K) and how well it sets them.
+
+Solver: each puzzle gets K few-shot attempts, judged in the sandbox; pass@k is the unbiased estimator
+of Chen et al. (2021) from the n = K samples. Setter: N puzzles sampled from the Setter prompt, then
+the share that is valid, solved by the same model as Solver, distinct, and their mean novelty R_n
+(each puzzle against the ones sampled before it, normalised like the training reward).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+from codeplay_lightning.solver.few_shot import PuzzleResult
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """P(at least one of k samples drawn without replacement from n passes), when c of the n pass.
+
+    >>> pass_at_k(4, 1, 1), pass_at_k(4, 1, 4), pass_at_k(4, 0, 4)
+    (0.25, 1.0, 0.0)
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def solver_summary(results: Sequence[PuzzleResult], groups: dict[str, str] | None = None) -> dict:
+    """pass@1 and pass@K over the puzzles, and per group (e.g. family) when `groups` maps names to one."""
+    def summarise(rows: Sequence[PuzzleResult]) -> dict:
+        attempts = rows[0].attempts
+        return {"puzzles": len(rows),
+                "pass@1": sum(pass_at_k(r.attempts, r.passes, 1) for r in rows) / len(rows),
+                f"pass@{attempts}": sum(pass_at_k(r.attempts, r.passes, attempts) for r in rows) / len(rows)}
+
+    if not results:
+        raise ValueError("no puzzles to summarise")
+    if len({r.attempts for r in results}) != 1:
+        raise ValueError("every puzzle must have the same number of attempts")
+    summary = summarise(results)
+    if groups:
+        by_group: dict[str, list[PuzzleResult]] = defaultdict(list)
+        for result in results:
+            by_group[groups.get(result.puzzle.name, "")].append(result)
+        summary["groups"] = {group: summarise(rows) for group, rows in sorted(by_group.items())}
+    return summary
+
+
+def setter_summary(texts: Sequence[str], valid: Sequence[bool], solved: Sequence[bool],
+                   novelty: Sequence[float]) -> dict:
+    """Shares of the N sampled puzzles that are valid, solved (of all N) and distinct (valid ones whose
+    whitespace-normalised text is new), and their mean R_n. `solved` is per valid puzzle, in order."""
+    if not texts or len(texts) != len(valid) or len(novelty) != len(texts) or len(solved) != sum(valid):
+        raise ValueError("setter_summary needs one valid flag and one R_n per text, one solved flag per valid one")
+    distinct = {" ".join(text.split()) for text, ok in zip(texts, valid, strict=True) if ok}
+    n = len(texts)
+    return {"puzzles": n, "valid": sum(valid) / n, "solved": sum(solved) / n,
+            "solved_of_valid": sum(solved) / sum(valid) if any(valid) else 0.0,
+            "distinct": len(distinct) / n, "mean_r_n": sum(novelty) / n}

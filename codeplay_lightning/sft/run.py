@@ -1,0 +1,121 @@
+"""`fine_tune(...)`: supervised training of a causal LM on puzzles, in Lightning, into a model directory.
+
+The output directory is a model spec usable everywhere (`model.name`, `--llm`, `--model`): the trained
+weights (LoRA adapters merged in) and the tokenizer, plus `adapter/` (LoRA only: the small file that
+`make warmstart` ships), `logs/` (TensorBoard), `checkpoints/last.ckpt` (resume) and `sft.json` (what
+was trained, on what, for how long).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from codeplay_lightning.sft.data import pack, training_puzzles
+from codeplay_lightning.sft.module import SFTModule
+
+log = logging.getLogger("codeplay_lightning")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    lora_rank: int = 0  # 0: every weight trains; > 0: LoRA adapters of this rank on every linear layer
+    steps: int = 300  # optimizer steps
+    batch_size: int = 8  # packed sequences per step
+    block: int = 512  # tokens per packed sequence at most
+    lr: float = 0.0  # 0: 1e-3 with LoRA, 5e-5 without
+    warmup_steps: int = 20
+    precision: str = "bf16-mixed"
+    seed: int = 0
+    checkpoint_every: int = 25  # steps between writes of checkpoints/last.ckpt
+
+    @property
+    def learning_rate(self) -> float:
+        return self.lr or (1e-3 if self.lora_rank else 5e-5)
+
+
+def fine_tune(sources: Sequence[str], model_spec: str, out: str | Path, config: SFTConfig,
+              p3_split: str | None = None, resume: bool = False, model=None, tokenizer=None) -> Path:
+    """Train `model_spec` (or the given `model`/`tokenizer`: tests pass tiny ones) on the puzzles of
+    `sources` and write the output directory described in the module docstring."""
+    out = Path(out)
+    checkpoint = out / "checkpoints" / "last.ckpt"
+    if resume and not checkpoint.is_file():
+        raise ValueError(f"--resume: {checkpoint} does not exist")
+    if not resume and (out / "sft.json").exists():
+        raise ValueError(f"{out} already holds a trained model; choose another --out")
+    if not resume and checkpoint.exists():
+        raise ValueError(f"{out} holds an unfinished run: pass --resume to continue it")
+    puzzles = training_puzzles(sources, p3_split)
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    if model is None:
+        from codeplay_lightning.models import load_causal_lm
+
+        model, tokenizer = load_causal_lm(model_spec)
+    sequences = pack(tokenizer, puzzles, config.block, config.seed)
+    log.info("sft: %d puzzles packed into %d sequences of at most %d tokens (%d tokens)", len(puzzles),
+             len(sequences), config.block, sum(map(len, sequences)))
+    if config.lora_rank:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=2 * config.lora_rank,
+                                                 lora_dropout=0.0, target_modules="all-linear",
+                                                 task_type="CAUSAL_LM"))
+    model.train()
+    module = SFTModule(model, config.learning_rate, config.steps, config.warmup_steps)
+    loader = torch.utils.data.DataLoader(sequences, batch_size=config.batch_size, shuffle=True, drop_last=True,
+                                         collate_fn=lambda rows: collate(rows, tokenizer.pad_token_id),
+                                         generator=torch.Generator().manual_seed(config.seed))
+    if len(loader) == 0:
+        raise ValueError(f"{len(sequences)} packed sequences are fewer than one batch of {config.batch_size}")
+    trainer = L.Trainer(max_steps=config.steps, precision=config.precision, accelerator="auto", devices=1,
+                        logger=TensorBoardLogger(out, name="logs", version=0, default_hp_metric=False),
+                        log_every_n_steps=1, enable_model_summary=False, gradient_clip_val=1.0,
+                        callbacks=[RichProgressBar(), ModelCheckpoint(dirpath=out / "checkpoints", save_last=True,
+                                                                      save_top_k=0,
+                                                                      every_n_train_steps=config.checkpoint_every)])
+    started = time.perf_counter()
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=checkpoint if resume else None)
+    seconds = time.perf_counter() - started
+    _save(model, tokenizer, out, bool(config.lora_rank))
+    record = {"model": model_spec, "sources": [str(s) for s in sources], "config": asdict(config),
+              "puzzles": len(puzzles), "sequences": len(sequences), "steps": trainer.global_step,
+              "final_loss": float(trainer.callback_metrics.get("sft/loss", float("nan"))),
+              "seconds": round(seconds, 1)}
+    (out / "sft.json").write_text(json.dumps(record, indent=2) + "\n")
+    return out
+
+
+def collate(rows: Sequence[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded batch; padding is masked from attention and from the loss (label -100)."""
+    width = max(map(len, rows))
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for row, ids in enumerate(rows):
+        input_ids[row, :len(ids)] = torch.tensor(ids)
+        attention_mask[row, :len(ids)] = 1
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def _save(model, tokenizer, out: Path, lora: bool) -> None:
+    model.eval()
+    if lora:
+        adapters = [p for p in model.parameters() if p.requires_grad]
+        for parameter in adapters:  # shipped in bf16 (half the bytes); merged from the same rounded values
+            parameter.data = parameter.data.to(torch.bfloat16)
+        model.save_pretrained(out / "adapter")
+        for parameter in adapters:
+            parameter.data = parameter.data.float()
+        model = model.merge_and_unload()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)

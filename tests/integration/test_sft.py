@@ -1,0 +1,98 @@
+"""`codeplay sft` on a tiny Llama: it learns, writes a model spec that loads, LoRA's adapter reproduces
+the merged weights, and an interrupted run resumes to its step budget."""
+
+import copy
+import itertools
+import json
+
+import pytest
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file
+
+from codeplay_lightning.corpus import FAMILIES
+from codeplay_lightning.corpus.build import draw, p3_entry
+from codeplay_lightning.models import load_causal_lm
+from codeplay_lightning.sft import SFTConfig, fine_tune
+from codeplay_lightning.sft.data import pack, training_puzzles
+from codeplay_lightning.sft.module import SFTModule
+from codeplay_lightning.sft.run import collate
+
+SMALL = dict(steps=12, batch_size=4, block=400, lr=3e-3, warmup_steps=2, precision="32-true")
+
+
+@pytest.fixture
+def corpus_file(tmp_path):
+    instances = list(itertools.islice(draw(FAMILIES[:2], seed=0), 24))
+    entries = [p3_entry(instance, index) for index, instance in enumerate(instances)]
+    entries[-1]["split"] = "heldout_instances"  # never trained on
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(entries))
+    return path
+
+
+def mean_loss(model, tokenizer, sequences) -> float:
+    with torch.no_grad():
+        return model(**collate(sequences, tokenizer.pad_token_id)).loss.item()
+
+
+def test_sft_lowers_the_loss_and_writes_a_loadable_model(tmp_path, corpus_file, tiny_llama, char_tokenizer):
+    puzzles = training_puzzles([corpus_file])
+    assert len(puzzles) == 23  # the train split only
+    sequences = pack(char_tokenizer, puzzles, SMALL["block"], seed=0)
+    before = mean_loss(tiny_llama, char_tokenizer, sequences)
+    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(**SMALL),
+                    model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
+    record = json.loads((out / "sft.json").read_text())
+    assert record["steps"] == SMALL["steps"] and record["puzzles"] == 23
+    trained, _ = load_causal_lm(str(out))
+    assert mean_loss(trained, char_tokenizer, sequences) < 0.8 * before
+    assert list((out / "logs").rglob("events.out.tfevents.*"))
+
+
+def test_lora_adapter_merged_into_the_base_gives_the_output_model(tmp_path, corpus_file, tiny_llama, char_tokenizer):
+    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(lora_rank=4, **SMALL),
+                    model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
+    shipped = load_file(out / "adapter" / "adapter_model.safetensors")
+    assert shipped and all(tensor.dtype == torch.bfloat16 for tensor in shipped.values())
+    merged = PeftModel.from_pretrained(copy.deepcopy(tiny_llama), out / "adapter").merge_and_unload()
+    trained, _ = load_causal_lm(str(out))
+    changed = 0
+    for name, tensor in trained.state_dict().items():
+        torch.testing.assert_close(tensor, merged.state_dict()[name])
+        changed += not torch.equal(tensor, tiny_llama.state_dict()[name])
+    assert changed >= 2 * 7  # every linear layer of both blocks moved
+
+
+def test_an_interrupted_run_resumes_to_its_step_budget(tmp_path, corpus_file, tiny_llama, char_tokenizer, monkeypatch):
+    config = SFTConfig(**SMALL | {"steps": 8}, checkpoint_every=4)
+    original = SFTModule.training_step
+
+    def crash_after_six(self, batch, batch_index):
+        if self.global_step == 6:
+            raise RuntimeError("power cut")
+        return original(self, batch, batch_index)
+
+    monkeypatch.setattr(SFTModule, "training_step", crash_after_six)
+    with pytest.raises(RuntimeError, match="power cut"):
+        fine_tune([str(corpus_file)], "tiny", tmp_path / "out", config, model=copy.deepcopy(tiny_llama),
+                  tokenizer=char_tokenizer)
+    monkeypatch.setattr(SFTModule, "training_step", original)
+    with pytest.raises(ValueError, match="--resume"):
+        fine_tune([str(corpus_file)], "tiny", tmp_path / "out", config, model=copy.deepcopy(tiny_llama),
+                  tokenizer=char_tokenizer)
+    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", config, resume=True,
+                    model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
+    assert json.loads((out / "sft.json").read_text())["steps"] == 8
+
+
+def test_a_p3_file_needs_its_split(tmp_path):
+    p3 = tmp_path / "puzzles.json"
+    p3.write_text(json.dumps([{"name": "A:0", "sat": "def sat(x: int):\n    return x == 1", "ans_type": "int",
+                               "sol_header": "def sol():", "sol_bodies": ["    return 1"]}]))
+    with pytest.raises(ValueError, match="--p3-split"):
+        training_puzzles([p3])
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"train": [], "test": ["A"]}))
+    with pytest.raises(ValueError, match="no training puzzles"):
+        training_puzzles([p3], split)
