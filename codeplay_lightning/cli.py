@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     task.add_argument("--setter", type=int, metavar="N", help="sample N puzzles from the Setter prompt")
     evaluate.add_argument("--split", help="only the entries of a corpus file in this split "
                                           "(train, heldout_instances, heldout_families)")
+    evaluate.add_argument("--limit", type=int, metavar="N", help="only the first N puzzles (after --split)")
     evaluate.add_argument("--llm", default="smollm2-135m-sft", help="smollm2-135m-sft (default), smollm2-135m, "
                                                                    "hub id, local directory")
     evaluate.add_argument("--attempts", type=int, default=4, metavar="K", help="Solver samples per puzzle")
@@ -282,8 +283,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from codeplay_lightning.puzzles import fewshot_puzzles
     from codeplay_lightning.solver import FewShotSolver, SolverConfig, solver_sampling
 
-    if args.attempts < 1 or (args.setter is not None and args.setter < 1):
-        raise ValueError("--attempts and --setter must be at least 1")
+    for flag, value in (("--attempts", args.attempts), ("--setter", args.setter), ("--limit", args.limit)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}")
     examples = fewshot_puzzles()[:args.fewshot]
     config = SolverConfig(attempts=args.attempts, batch_size=args.batch_size,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature)
@@ -325,7 +327,7 @@ def _evaluate_solver(args: argparse.Namespace, solver, progress) -> tuple[dict, 
         if args.split not in set(splits.values()):
             raise ValueError(f"--split {args.split!r}: {args.puzzles} has the splits {sorted(set(splits.values()))}")
     puzzles = list({e.name: e.puzzle for e in entries if not e.problem
-                    and (args.split is None or splits.get(e.name) == args.split)}.values())
+                    and (args.split is None or splits.get(e.name) == args.split)}.values())[:args.limit]
     if not puzzles:
         raise ValueError(f"{args.puzzles} holds no usable puzzle")
     task = progress.add_task("solving", total=len(puzzles) * args.attempts)

@@ -73,7 +73,7 @@ class Summary:
 
 
 def load_tasks(kind: str, path: str, sandbox: Sandbox) -> dict[str, Task]:
-    """The tasks at `path` by name, in order. `p3`: a puzzle file as `codeplay solve` reads it, or
+    """The tasks at `path` by name, in order. `p3`: a puzzle file as `codeplay evaluate --puzzles` reads it, or
     `bundled`; `apps`: an APPS problem directory or a directory of them."""
     if kind == "p3":
         puzzles = bundled_puzzles() if path == BUNDLED else distinct_puzzles(path)

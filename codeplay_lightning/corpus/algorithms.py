@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import heapq
 import random
 
-from codeplay_lightning.corpus.family import families_in, family
+from codeplay_lightning.corpus.family import answer_of, families_in, family
 
 
 @family("algorithms")
@@ -196,24 +195,6 @@ def fewest_coins_summing_to_amount(rng: random.Random, grade: int) -> tuple[str,
     return f, g
 
 
-def _dijkstra(weight: dict[tuple[int, int], int], start: int, end: int) -> list[int]:
-    graph: dict[int, list[tuple[int, int]]] = {}
-    for (u, v), w in weight.items():
-        graph.setdefault(u, []).append((v, w))
-        graph.setdefault(v, []).append((u, w))
-    heap, done = [(0, start, [start])], set()
-    while heap:
-        cost, u, path = heapq.heappop(heap)
-        if u == end:
-            return path
-        if u not in done:
-            done.add(u)
-            for v, w in graph[u]:
-                if v not in done:
-                    heapq.heappush(heap, (cost + w, v, path + [v]))
-    raise ValueError("unreachable")
-
-
 @family("algorithms")
 def weighted_graph_shortest_path(rng: random.Random, grade: int) -> tuple[str, str]:
     n, heaviest = (6, 9, 12)[grade - 1], 5 * grade + 4
@@ -224,15 +205,7 @@ def weighted_graph_shortest_path(rng: random.Random, grade: int) -> tuple[str, s
         pairs |= {(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.25}
         weight = {pair: rng.randint(1, heaviest) for pair in sorted(pairs)}
         start, end = rng.sample(range(n), 2)
-        path = _dijkstra(weight, start, end)
-        if len(path) >= 2 + grade:
-            break
-    cost = sum(weight[min(u, v), max(u, v)] for u, v in zip(path, path[1:]))
-    f = f'''def f(path: List[int]):
-    weight = {weight!r}
-    cost = sum(weight[min(u, v), max(u, v)] for u, v in zip(path, path[1:]))
-    return path[:1] == [{start}] and path[-1:] == [{end}] and cost == {cost}'''
-    g = f'''def g():
+        g = f'''def g():
     import heapq
     weight, start, end = {weight!r}, {start}, {end}
     graph = {{}}
@@ -249,6 +222,14 @@ def weighted_graph_shortest_path(rng: random.Random, grade: int) -> tuple[str, s
             for v, w in graph[u]:
                 if v not in done:
                     heapq.heappush(heap, (cost + w, v, path + [v]))'''
+        path = answer_of(g)
+        if len(path) >= 2 + grade:
+            break
+    cost = sum(weight[min(u, v), max(u, v)] for u, v in zip(path, path[1:]))
+    f = f'''def f(path: List[int]):
+    weight = {weight!r}
+    cost = sum(weight[min(u, v), max(u, v)] for u, v in zip(path, path[1:]))
+    return path[:1] == [{start}] and path[-1:] == [{end}] and cost == {cost}'''
     return f, g
 
 

@@ -137,10 +137,11 @@ def test_evaluate_reads_one_split_of_a_corpus_file(tmp_path, tiny_llama, char_to
     assert len(entries) == 12 and {"family", "grade", "split"} <= set(entries[0])
     train = [e["name"] for e in entries if e["split"] == "train"]
     out = tmp_path / "eval"
-    assert main(["evaluate", "--puzzles", str(corpus), "--split", "train", "--attempts", "1", "--llm", str(model_dir),
+    assert main(["evaluate", "--puzzles", str(corpus), "--split", "train", "--limit", "5", "--attempts", "1",
+                 "--llm", str(model_dir),
                  "--fewshot", "1", "--max-new-tokens", "4", "--dtype", "float32", "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
-    assert [row["name"] for row in rows] == train
+    assert [row["name"] for row in rows] == train[:5]
     assert all(row["group"] == row["name"].split(":")[0] for row in rows)
     assert main(["evaluate", "--puzzles", str(corpus), "--split", "test", "--llm", str(model_dir),
                  "--out", str(out)]) == 2
