@@ -86,7 +86,7 @@ def fine_tune(sources: Sequence[str], model_spec: str, out: str | Path, config: 
     started = time.perf_counter()
     trainer.fit(module, train_dataloaders=loader, ckpt_path=checkpoint if resume else None)
     seconds = time.perf_counter() - started
-    _save(model, tokenizer, out, bool(config.lora_rank))
+    _save(model, tokenizer, out, model_spec if config.lora_rank else None)
     record = {"model": model_spec, "sources": [str(s) for s in sources], "config": asdict(config),
               "puzzles": len(puzzles), "sequences": len(sequences), "steps": trainer.global_step,
               "final_loss": float(trainer.callback_metrics.get("sft/loss", float("nan"))),
@@ -107,9 +107,12 @@ def collate(rows: Sequence[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
-def _save(model, tokenizer, out: Path, lora: bool) -> None:
+def _save(model, tokenizer, out: Path, lora_base: str | None) -> None:
+    """The model (adapters merged in) and tokenizer into `out`; with LoRA (`lora_base`: the spec it
+    adapts, recorded instead of a local cache path) the adapters into `out/adapter` too."""
     model.eval()
-    if lora:
+    if lora_base is not None:
+        model.peft_config["default"].base_model_name_or_path = lora_base
         adapters = [p for p in model.parameters() if p.requires_grad]
         for parameter in adapters:  # shipped in bf16 (half the bytes); merged from the same rounded values
             parameter.data = parameter.data.to(torch.bfloat16)

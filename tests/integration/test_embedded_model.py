@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from codeplay_lightning.execution import Program
 from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, loading, sample
 from codeplay_lightning.puzzles import SOLVER_STOP, fewshot_puzzles, solver_prompt
 
@@ -113,3 +114,20 @@ def test_the_setter_prompt_ends_on_smollm2s_own_block_tokens():
     ids = tokenizer(consistent)["input_ids"]
     assert ids == tokenizer(prompt + examples[0].f)["input_ids"][:len(ids)]
     assert tokenizer(prompt)["input_ids"][-1] != ids[-1]  # the merged blank line the block never has
+
+
+@pytest.mark.slow
+def test_the_warm_start_is_the_base_plus_the_shipped_adapter_and_solves_a_puzzle(sandbox):
+    from codeplay_lightning.models import WARMSTART_ALIAS
+
+    base, _ = load_causal_lm(EMBEDDED_ALIAS)
+    warm, tokenizer = load_causal_lm(WARMSTART_ALIAS)
+    moved = [name for name, tensor in warm.state_dict().items() if not torch.equal(tensor, base.state_dict()[name])]
+    assert any("mlp" in name for name in moved) and any("self_attn" in name for name in moved)
+    assert not any("embed_tokens" in name or "norm" in name for name in moved)  # LoRA: linear layers only
+    examples = fewshot_puzzles()
+    puzzle = examples[1]  # spelled_backwards, in the few-shot format the warm start was trained in
+    prompt = solver_prompt(examples[:1], puzzle)
+    samples = sample(warm, tokenizer, [prompt], SamplingConfig(48, temperature=0.0, stop_strings=SOLVER_STOP))
+    [verdict] = sandbox.verify([Program(puzzle.f, "def g():" + samples.texts[0])])
+    assert verdict.passed, (samples.texts[0], verdict.detail)

@@ -55,6 +55,7 @@ def test_lora_adapter_merged_into_the_base_gives_the_output_model(tmp_path, corp
                     model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
     shipped = load_file(out / "adapter" / "adapter_model.safetensors")
     assert shipped and all(tensor.dtype == torch.bfloat16 for tensor in shipped.values())
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny"
     merged = PeftModel.from_pretrained(copy.deepcopy(tiny_llama), out / "adapter").merge_and_unload()
     trained, _ = load_causal_lm(str(out))
     changed = 0
