@@ -6,11 +6,14 @@ The first slow run dequantises the GGUF into the cache (about 20 s); later runs 
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
 import torch
 
+from codeplay_lightning.corpus import FAMILIES
+from codeplay_lightning.corpus.build import draw
 from codeplay_lightning.execution import Program
 from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, loading, sample
 from codeplay_lightning.puzzles import SOLVER_STOP, fewshot_puzzles, solver_prompt
@@ -125,9 +128,10 @@ def test_the_warm_start_is_the_base_plus_the_shipped_adapter_and_solves_a_puzzle
     moved = [name for name, tensor in warm.state_dict().items() if not torch.equal(tensor, base.state_dict()[name])]
     assert any("mlp" in name for name in moved) and any("self_attn" in name for name in moved)
     assert not any("embed_tokens" in name or "norm" in name for name in moved)  # LoRA: linear layers only
-    examples = fewshot_puzzles()
-    puzzle = examples[1]  # spelled_backwards, in the few-shot format the warm start was trained in
-    prompt = solver_prompt(examples[:1], puzzle)
-    samples = sample(warm, tokenizer, [prompt], SamplingConfig(48, temperature=0.0, stop_strings=SOLVER_STOP))
-    [verdict] = sandbox.verify([Program(puzzle.f, "def g():" + samples.texts[0])])
-    assert verdict.passed, (samples.texts[0], verdict.detail)
+    # new instances of two training families, in the few-shot prompt of training, greedy
+    families = [family for family in FAMILIES if family.name in ("repeated_word", "word_with_letter_counts")]
+    puzzles = [instance.puzzle(instance.family) for instance in itertools.islice(draw(families, seed=99), 4)]
+    prompts = [solver_prompt(fewshot_puzzles(), puzzle) for puzzle in puzzles]
+    samples = sample(warm, tokenizer, prompts, SamplingConfig(96, temperature=0.0, stop_strings=SOLVER_STOP))
+    verdicts = sandbox.verify([Program(p.f, "def g():" + text) for p, text in zip(puzzles, samples.texts)])
+    assert sum(verdict.passed for verdict in verdicts) >= 3, [v.detail for v in verdicts]
