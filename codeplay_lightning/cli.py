@@ -344,18 +344,22 @@ def _evaluate_setter(args: argparse.Namespace, llm, solver, examples, progress) 
     from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
     from codeplay_lightning.corpus import reference_puzzles
     from codeplay_lightning.evaluation import setter_summary
+    from codeplay_lightning.llm import HFLLM
+    from codeplay_lightning.models import token_consistent_prompt
     from codeplay_lightning.puzzles import SETTER_STOP, check_puzzle, setter_prompt
     from codeplay_lightning.rewards import novelty_reward
 
     task = progress.add_task("setting", total=None)
     setter_llm = copy.copy(llm)
     setter_llm.sampling = replace(llm.sampling, stop_strings=SETTER_STOP)
-    texts = [text.rstrip() for text in setter_llm.complete([setter_prompt(examples)] * args.setter)]
+    prompt = setter_prompt(examples)
+    if isinstance(llm, HFLLM):  # the prompt training samples from; a server's tokenizer is not ours to check
+        prompt = token_consistent_prompt(llm.tokenizer, prompt, examples[0].f)
+    texts = [text.rstrip() for text in setter_llm.complete([prompt] * args.setter)]
     checks = [check_puzzle(text, f"setter:{index}") for index, text in enumerate(texts)]
     valid = [check.puzzle for check in checks if check.valid]
     progress.update(task, description="solving")
-    results = iter(solver.solve(valid))
-    solved = [next(results).passes > 0 for _ in valid]
+    solved = [result.passes > 0 for result in solver.solve(valid)]
     embedder = load_embedder()
     reference = reference_mean_distance(embed(embedder, [p.f for p in reference_puzzles()]))
     archive = NoveltyArchive(embedder.get_embedding_dimension())

@@ -9,6 +9,7 @@ to teach anything. Splits: the families in `HELDOUT_FAMILIES` are held out whole
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections import Counter
@@ -56,7 +57,8 @@ def corruptions(g: str, ans_type: str) -> list[str]:
 
 def draw(families: Sequence[Family], seed: int) -> Iterator[Instance]:
     """Distinct instances without end, round-robin over the families and grades, each from its own
-    seeded rng (adding a family leaves the others' instances unchanged). Unverified."""
+    rng seeded by (seed, family, slot, attempt): the same families and seed give the same instances.
+    Unverified."""
     seen: set[str] = set()
     fruitless = 0  # slots in a row whose draws all repeated an earlier instance
     for slot in itertools.count():
@@ -66,8 +68,9 @@ def draw(families: Sequence[Family], seed: int) -> Iterator[Instance]:
         grade = GRADES[(slot // len(families)) % len(GRADES)]
         for attempt in range(DRAWS_PER_INSTANCE):
             f, g = family.make(random.Random(f"{seed}/{family.name}/{slot}/{attempt}"), grade)
-            if " ".join(f.split()) not in seen:
-                seen.add(" ".join(f.split()))
+            normalised = " ".join(f.split())
+            if normalised not in seen:
+                seen.add(normalised)
                 ans_type = answer_type(Puzzle(family.name, f))
                 if ans_type is None:
                     raise ValueError(f"family {family.name}: f's answer has no type annotation")
@@ -105,7 +108,7 @@ def split(instances: Sequence[Instance], heldout_families: set[str]) -> list[Ins
         else:
             per_family[instance.family] += 1
             part = "heldout_instances" if per_family[instance.family] % HELDOUT_INSTANCE_EVERY == 0 else "train"
-        out.append(Instance(**{**instance.__dict__, "split": part}))
+        out.append(dataclasses.replace(instance, split=part))
     return out
 
 

@@ -8,12 +8,11 @@ after `def g():` comes a solution (the Solver).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from codeplay_lightning.puzzle_files import read_puzzle_file
+from codeplay_lightning.puzzle_files import read_puzzle_file, split_and_groups
 from codeplay_lightning.puzzles import Puzzle, in_classes, load_p3, load_p3_split, setter_prompt
 
 
@@ -25,15 +24,17 @@ def training_puzzles(paths: Sequence[str | Path], p3_split: str | Path | None = 
     for path in paths:
         text = _read(path)
         if text.lstrip().startswith("["):
-            entries = json.loads(text)
-            if entries and all(isinstance(entry, dict) and "split" in entry for entry in entries):
-                train_names = {entry["name"] for entry in entries if entry["split"] == "train"}
-                chosen = [p for p in load_p3(path) if p.name in train_names]
+            available = load_p3(path)
+            splits, _ = split_and_groups(path)
+            if splits:
+                if len(splits) != len(available):
+                    raise ValueError(f"{path}: some entries have a split and some do not")
+                chosen = [p for p in available if splits[p.name] == "train"]
             elif p3_split is None:
                 raise ValueError(f"{path} is a P3 puzzles.json without splits: pass --p3-split split.json so "
                                  "only its train split is trained on")
             else:
-                chosen = in_classes(load_p3(path), load_p3_split(p3_split)["train"])
+                chosen = in_classes(available, load_p3_split(p3_split)["train"])
             puzzles += [Puzzle(p.name, p.f, (g,), p.ans_type) for p in chosen for g in p.solutions[:1]]
         else:
             for entry in read_puzzle_file(path):

@@ -97,3 +97,8 @@ def test_a_p3_file_needs_its_split(tmp_path):
     split.write_text(json.dumps({"train": [], "test": ["A"]}))
     with pytest.raises(ValueError, match="no training puzzles"):
         training_puzzles([p3], split)
+    entries = json.loads(p3.read_text())
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps([entries[0] | {"split": "train"}, entries[0] | {"name": "A:1"}]))
+    with pytest.raises(ValueError, match="some entries have a split"):
+        training_puzzles([mixed])
