@@ -1,8 +1,11 @@
-"""Sandboxed verification of puzzle solutions: `Sandbox(...).verify([Program(f, g), ...]) -> [Verdict]`.
+"""Sandboxed execution of untrusted programs, one small API:
+
+    Sandbox(...).verify([Program(f, g), ...]) -> [Verdict]   does f(g()) hold? (puzzle solutions)
+    Sandbox(...).apply([Call(source, function, input), ...]) -> [Verdict with .value]   a program's results
 
 No torch import on this path: the CLI's `verify` starts in well under a second.
 """
 
-from codeplay_lightning.execution.sandbox import Program, Sandbox, Verdict
+from codeplay_lightning.execution.sandbox import Call, Program, Sandbox, Verdict
 
-__all__ = ["Program", "Sandbox", "Verdict"]
+__all__ = ["Call", "Program", "Sandbox", "Verdict"]

@@ -13,6 +13,7 @@ its program runs once more on a fresh warden before it is called an error: nothi
 raises in the caller.
 """
 
+import importlib.util
 import json
 import math
 import os
@@ -26,10 +27,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from codeplay_lightning.execution.warden import DETAIL_CHARS, FrameReader, pack
+from codeplay_lightning.execution.warden import ANSWER_CHARS, DETAIL_CHARS, FrameReader, decode_answer, pack
 
-STATUSES = ("pass", "fail", "error", "timeout", "memory", "syntax")
+STATUSES = ("pass", "fail", "error", "timeout", "memory", "syntax", "returned")
 WARDEN_SCRIPT = Path(__file__).with_name("warden.py")
 STARTUP_SECONDS = 60.0
 REPLY_SLACK = 2.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
@@ -49,13 +51,25 @@ class Program:
 
 
 @dataclass(frozen=True)
+class Call:
+    """`function(input)` in a program's own process, for a result that is data rather than a verdict.
+    The source runs once per process, and consecutive calls of the same source and function share
+    that process, so its state persists between them; `input` and the result are JSON data."""
+
+    source: str
+    function: str
+    input: Any
+
+
+@dataclass(frozen=True)
 class Verdict:
-    status: str  # one of STATUSES
+    status: str  # one of STATUSES: "returned" for a Call that returned, never for a Program
     detail: str  # why, for anything but a pass: exception and short traceback, f's return value, ...
     seconds: float
     output: str = ""  # what g and then f printed, capped
     answer: str = ""  # repr of g's answer (shortened), when g gave one
     returned: str = ""  # repr of what f returned for it, when f returned
+    value: Any = None  # what a Call's function returned
 
     @property
     def passed(self) -> bool:
@@ -76,14 +90,14 @@ class _Warden:
     task: int | None = None  # index of the program it is judging
     sequence: int = 0
     deadline: float = 0.0
-    puzzle: tuple | None = None  # (f, ans_type) of its last program: its judge is still running
+    resident: tuple | None = None  # what its resident process serves (`_resident_key` of its last task)
 
 
 class Sandbox:
     """A pool of sandbox wardens. Use as a context manager, or call `close()`."""
 
     def __init__(self, workers: int = 2, timeout: float = 1.0, memory_mb: int = 1024,
-                 output_chars: int = 4096, recursion_limit: int = 10_000):
+                 output_chars: int = 4096, recursion_limit: int = 10_000, modules: Sequence[str] = ()):
         if type(workers) is not int or not 1 <= workers <= 256:
             raise ValueError(f"workers must be a whole number from 1 to 256, got {workers!r}")
         if not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
@@ -92,10 +106,12 @@ class Sandbox:
             raise ValueError(f"memory_mb must be a whole number of at least 64, got {memory_mb!r}")
         self.size, self.timeout = workers, float(timeout)
         self._settings = {"timeout": self.timeout, "memory_mb": memory_mb, "output_chars": output_chars,
-                          "recursion_limit": recursion_limit,
+                          "recursion_limit": recursion_limit, "modules": list(modules),
+                          **_module_locations(modules),
                           "supervisor_pid": os.getpid()}  # unused inside: names the owner in `ps`
-        # a verdict: detail, answer and returned (DETAIL_CHARS each) and output, 4 bytes a character at worst
-        self._frame_limit = 4 * (output_chars + 3 * DETAIL_CHARS) + 65536
+        # a verdict: detail, answer and returned (DETAIL_CHARS each) and output, 4 bytes a character at
+        # worst; a Call's value travels whole, as JSON text of at most ANSWER_CHARS (escapes: 2 bytes)
+        self._frame_limit = 4 * (output_chars + 3 * DETAIL_CHARS) + 2 * ANSWER_CHARS + 65536
         self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()
         self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
@@ -119,8 +135,16 @@ class Sandbox:
     def verify(self, programs: Sequence[Program],
                on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
         """One verdict per program, in order. `on_verdict(index, verdict)` is called as each lands."""
+        return self._execute(programs, on_verdict)
+
+    def apply(self, calls: Sequence[Call], on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
+        """One verdict per call, in order: "returned" with the function's `value`, or why not (error,
+        timeout, memory, syntax). Calls of one source go to one process in turn while they come in a row."""
+        return self._execute(calls, on_verdict)
+
+    def _execute(self, tasks: Sequence[Program | Call], on_verdict) -> list[Verdict]:
         started = time.perf_counter()
-        run = _Run(programs, on_verdict)
+        run = _Run(tasks, on_verdict)
         try:
             while run.remaining:
                 self._fill_pool()
@@ -164,7 +188,8 @@ class Sandbox:
             [sys.executable, "-s", "-S", str(WARDEN_SCRIPT), json.dumps(settings)],
             pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+                 "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},  # numpy's BLAS: no threads to fork
         )
         os.close(request_read)
         os.close(reply_write)
@@ -175,13 +200,16 @@ class Sandbox:
         return warden
 
     def _dispatch(self, warden: _Warden, run: "_Run") -> None:
-        index = run.take(warden.puzzle)
-        program = run.programs[index]
+        index = run.take(warden.resident)
+        task = run.tasks[index]
         warden.task, warden.sequence = index, warden.sequence + 1
         warden.deadline = time.monotonic() + self.timeout + REPLY_SLACK
-        warden.puzzle = (program.f, program.ans_type)
-        typed = "0" if program.ans_type is None else "1"
-        warden.outbox += pack("run", str(warden.sequence), program.f, program.g, program.ans_type or "", typed)
+        warden.resident = _resident_key(task)
+        if isinstance(task, Call):
+            warden.outbox += pack("apply", str(warden.sequence), task.source, task.function, json.dumps(task.input))
+        else:
+            typed = "0" if task.ans_type is None else "1"
+            warden.outbox += pack("run", str(warden.sequence), task.f, task.g, task.ans_type or "", typed)
         self._flush(warden)
 
     def _flush(self, warden: _Warden) -> None:
@@ -249,9 +277,16 @@ class Sandbox:
         if kind == "verdict" and len(frame) == 8 and warden.task is not None and run is not None:
             _, sequence, status, seconds_text, detail, output, answer, returned = frame
             seconds = _seconds(seconds_text)
-            if sequence == str(warden.sequence) and status in STATUSES and seconds is not None:
+            if sequence == str(warden.sequence) and status in STATUSES[:-1] and seconds is not None:
                 index, warden.task = warden.task, None
                 run.finish(index, Verdict(status, detail, seconds, output, answer, returned))
+                return True
+        if kind == "returned" and len(frame) == 7 and warden.task is not None and run is not None:
+            _, sequence, status, seconds_text, detail, output, value_text = frame
+            seconds, value = _seconds(seconds_text), _value(value_text) if status == "returned" else None
+            if sequence == str(warden.sequence) and status in STATUSES and seconds is not None and value is not _BAD:
+                index, warden.task = warden.task, None
+                run.finish(index, Verdict(status, detail, seconds, output, value=value))
                 return True
         self._lost(warden, run, f"its warden broke the protocol (a {kind[:20]!r} frame of {len(frame)} fields)")
         return False
@@ -294,22 +329,21 @@ class Sandbox:
 
 
 class _Run:
-    """The programs of one `verify` call: which are pending, which have verdicts."""
+    """The programs or calls of one `verify` or `apply`: which are pending, which have verdicts."""
 
-    def __init__(self, programs: Sequence[Program], on_verdict):
-        self.programs, self.on_verdict = programs, on_verdict
-        self.results: list[Verdict | None] = [None] * len(programs)
-        self.pending = deque(range(len(programs)))
+    def __init__(self, tasks: Sequence[Program | Call], on_verdict):
+        self.tasks, self.on_verdict = tasks, on_verdict
+        self.results: list[Verdict | None] = [None] * len(tasks)
+        self.pending = deque(range(len(tasks)))
         self.retried: set[int] = set()
-        self.remaining = len(programs)
+        self.remaining = len(tasks)
 
-    def take(self, puzzle: tuple | None) -> int:
-        """The next program, preferring one for `puzzle`, whose judge the warden already runs."""
+    def take(self, resident: tuple | None) -> int:
+        """The next task, preferring one the warden's resident process already serves."""
         for position, index in enumerate(self.pending):
             if position == AFFINITY_SCAN:
                 break
-            program = self.programs[index]
-            if (program.f, program.ans_type) == puzzle:
+            if _resident_key(self.tasks[index]) == resident:
                 del self.pending[position]
                 return index
         return self.pending.popleft()
@@ -326,6 +360,37 @@ class _Run:
         else:
             self.retried.add(index)
             self.pending.appendleft(index)
+
+
+def _resident_key(task: Program | Call) -> tuple:
+    """What the process that serves `task` holds: a puzzle's judge, or a program's module."""
+    return ("apply", task.source, task.function) if isinstance(task, Call) else ("judge", task.f, task.ans_type)
+
+
+_BAD = object()
+
+
+def _value(text: str):
+    """A Call's result from its JSON text; _BAD for text that is not bounded JSON data."""
+    try:
+        return decode_answer(text)
+    except (ValueError, RecursionError):
+        return _BAD
+
+
+def _module_locations(modules: Sequence[str]) -> dict[str, list[str]]:
+    """Where the warden imports `modules` from: their site directories ("module_roots") and the
+    directories it mounts into its root ("module_dirs": each package, and the shared libraries
+    its wheel bundles beside it)."""
+    roots, directories = [], []
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"the sandbox can only offer installed packages, and {name!r} is not one")
+        package = Path(spec.submodule_search_locations[0])
+        roots.append(str(package.parent))
+        directories += [str(path) for path in (package, package.with_name(f"{name}.libs")) if path.is_dir()]
+    return {"module_roots": sorted(set(roots)), "module_dirs": directories}
 
 
 def _seconds(text: str) -> float | None:

@@ -5,14 +5,17 @@ standard library only (the package is not importable in here on purpose).
 
   launcher ──fork──> warden: PID 1 of new pid, net, mount and ipc namespaces (root only), chrooted
      │               into a read-only root that holds the system libraries and the stdlib
-     │                ├── judge, one per puzzle, forked on its first answer: judges every answer
+     │                ├── resident, one per puzzle or program, forked on first use and kept while the
+     │                │   requests are of it: a puzzle's judge (f on each answer), or a program's module
+     │                │   answering calls of one of its functions on JSON inputs (`apply`)
      │                └── runner, one per program, used once: runs g, sends its answer as JSON text
      └─ reports the warden's pid and exit status, then removes its cgroups
 
 For each program the warden compiles f and g (compiling runs nothing; syntax errors need no
 process), forks a runner for g, reads the runner's one frame (bounded in size and time), kills
 everything the runner left behind, and passes the answer to the puzzle's judge, which it keeps
-while the programs are of the same f. g never shares a process with f, with another program or
+while the programs are of the same f. An `apply` request needs no runner: its input comes from the
+supervisor, and the program's resident process returns the function's result as JSON. g never shares a process with f, with another program or
 with the warden, so it can produce a wrong answer, never a verdict. Runners run as uid 65534 and
 judges as 65533, each with an IPC namespace of its own, in a cgroup that bounds the memory and
 processes of one program where the machine offers one, else under rlimits. Without root the
@@ -53,6 +56,7 @@ TMP_SIZE = "64m"  # the private /tmp, emptied after every program
 DETAIL_CHARS = 8192  # of a verdict's detail
 RUNNER_STATUSES = ("answer", "fail", "syntax", "error", "memory")
 JUDGE_STATUSES = ("pass", "fail", "syntax", "error", "memory")
+CALL_STATUSES = ("returned", "syntax", "error", "memory")
 PRELOADED = (  # imported before any program runs, so that runners start with them
     "math", "cmath", "itertools", "functools", "collections", "heapq", "bisect", "operator", "re",
     "string", "random", "statistics", "fractions", "decimal", "typing", "copy", "json", "datetime",
@@ -439,6 +443,17 @@ def judge_answer(code, source: str, answer_type: str, text: str) -> list[str]:
         return ["error", describe(error, "f", source), shown, ""]
 
 
+def call_function(function, source: str, text: str) -> list[str]:
+    """Runs in a program's resident process: ["returned", "", the JSON text of `function(input)`], or
+    [status, detail, ""] when it raised or returned something that is not JSON data."""
+    try:
+        return ["returned", "", encode_answer(function(decode_answer(text)))]
+    except MemoryError as error:
+        return ["memory", describe(error, "program", source), ""]
+    except BaseException as error:  # noqa: BLE001
+        return ["error", describe(error, "program", source), ""]
+
+
 # ---------------------------------------------------------------- isolation
 
 
@@ -609,8 +624,11 @@ class Warden:
         self.memory_bytes, self.recursion_limit = settings["memory_mb"] << 20, settings["recursion_limit"]
         self.namespaced, self.cgroup = namespaced, cgroup
         self.frame_limit = 2 * ANSWER_CHARS + 8 * self.output_chars + 65536  # UTF-8 and escapes included
-        self.puzzle: tuple | None = None  # (f, ans_type, (f's code, answer type) or None if f is broken)
-        self.judge: tuple | None = None  # (pid, channel) of the live judge of that puzzle
+        # What the resident process serves: ("judge", f, ans_type) or ("apply", source, function), and
+        # what compiling it gave: the code (with f's answer type), or the ProgramError to repeat
+        self.resident_key: tuple | None = None
+        self.resident_code = None
+        self.resident: tuple | None = None  # (pid, channel) of the live resident process
         self.program_uid = NOBODY if namespaced else os.getuid()
         self.nproc = None if cgroup else _tasks_of(self.program_uid) + PROGRAM_PROCESSES
         self.cgroup_fds, self.oom_fd = cgroup.open_files() if cgroup else ([], None)
@@ -646,19 +664,25 @@ class Warden:
             request = read_frame(self.request_fd, 1 << 31)
             if request is None:
                 return
-            _, sequence, f, g, ans_type, typed = request
             try:
-                status, detail, seconds, output, answer, returned = self.run(f, g, ans_type if typed == "1" else None)
+                if request[0] == "run":
+                    _, sequence, f, g, ans_type, typed = request
+                    status, detail, seconds, output, answer, returned = self.run(f, g, ans_type if typed == "1" else None)
+                    reply = pack("verdict", sequence, status, repr(seconds), detail, output, answer, returned)
+                else:
+                    _, sequence, source, function, text = request
+                    status, detail, seconds, output, value = self.apply(source, function, text)
+                    reply = pack("returned", sequence, status, repr(seconds), detail, output, value)
             except SupervisorGone:
                 return
-            write_all(self.reply_fd, pack("verdict", sequence, status, repr(seconds), detail, output, answer, returned))
+            write_all(self.reply_fd, reply)
 
     def run(self, f: str, g: str, ans_type: str | None) -> tuple[str, str, float, str, str, str]:
         """(status, detail, seconds, output, repr of g's answer, repr of what f returned) for one program."""
         started = time.monotonic()
         deadline = started + self.timeout
         try:
-            f_code, answer_type = self._puzzle(f, ans_type)
+            f_code, answer_type = self._resident_code(("judge", f, ans_type), lambda: compile_puzzle(f, ans_type))
             g_code = compile_source(g, "g")
         except ProgramError as error:
             return error.status, error.detail, time.monotonic() - started, "", "", ""
@@ -674,50 +698,75 @@ class Warden:
             output = output[:self.output_chars] + "\n[... more characters dropped]"
         return status, detail[:DETAIL_CHARS], seconds, output, answer[:DETAIL_CHARS], returned[:DETAIL_CHARS]
 
-    def _puzzle(self, f: str, ans_type: str | None) -> tuple:
-        """(f's code, the answer type) of the program's puzzle; ProgramError if f cannot be judged."""
-        if self.puzzle is None or self.puzzle[:2] != (f, ans_type):
-            self._stop_judge()
-            try:
-                self.puzzle = (f, ans_type, compile_puzzle(f, ans_type))
-            except ProgramError as error:
-                self.puzzle = (f, ans_type, error)
-        if isinstance(self.puzzle[2], ProgramError):
-            raise self.puzzle[2]
-        return self.puzzle[2]
-
-    def _judge(self, code, f: str, answer_type: str, answer: str, deadline: float) -> tuple[str, ...]:
-        """(status, detail, answer repr, returned repr, output) of f on the answer, in the puzzle's judge
-        (started on first use)."""
-        if self.judge is None:
-            to_judge_read, to_judge_write = os.pipe()
-            from_judge_read, from_judge_write = os.pipe()
-            pid = self._fork([to_judge_read, from_judge_write], JUDGE_UID)
-            if pid == 0:
-                self._judge_main(code, f, answer_type)
-            os.close(to_judge_read)
-            os.close(from_judge_write)
-            self.judge = (pid, Channel(from_judge_read, to_judge_write, self.frame_limit, self.request_fd))
-        channel = self.judge[1]
+    def apply(self, source: str, function: str, text: str) -> tuple[str, str, float, str, str]:
+        """(status, detail, seconds, output, the JSON text `function` returned for the input `text`),
+        in the program's resident process: started on first use, it keeps its state between calls."""
+        started = time.monotonic()
         try:
-            reply = channel.receive(deadline) if channel.send(pack("judge", answer), deadline) else None
+            code = self._resident_code(("apply", source, function), lambda: compile_source(source, "program"))
+        except ProgramError as error:
+            return error.status, error.detail, time.monotonic() - started, "", ""
+        reply = self._ask(lambda: self._apply_main(code, source, function), pack("call", text),
+                          started + self.timeout, 4, CALL_STATUSES)
+        status, detail, value, output = reply[0], reply[1], reply[2], reply[-1]
+        seconds = time.monotonic() - started
+        if seconds > self.timeout and status != "timeout":
+            status, detail, value = "timeout", f"the call took {seconds:.2f} s, over the {self.timeout:g} s limit", ""
+        return status, detail[:DETAIL_CHARS], seconds, output, value
+
+    def _resident_code(self, key: tuple, compile_it) -> tuple:
+        """What `compile_it()` gives for the resident `key` (compiled once while the key stays the
+        same); a key that differs from the live resident's stops that process."""
+        if self.resident_key != key:
+            self._stop_resident()
+            self.resident_key = key
+            try:
+                self.resident_code = compile_it()
+            except ProgramError as error:
+                self.resident_code = error
+        if isinstance(self.resident_code, ProgramError):
+            raise self.resident_code
+        return self.resident_code
+
+    def _ask(self, main, request: bytes, deadline: float, fields: int, statuses: tuple) -> tuple[str, ...]:
+        """The reply fields after "done" of the resident process (started with `main` if none is live)
+        to `request`: `fields` of them, the first a status in `statuses`; else an error or timeout
+        padded to that length."""
+        if self.resident is None:
+            to_child_read, to_child_write = os.pipe()
+            from_child_read, from_child_write = os.pipe()
+            pid = self._fork([to_child_read, from_child_write], JUDGE_UID)
+            if pid == 0:
+                main()
+            os.close(to_child_read)
+            os.close(from_child_write)
+            self.resident = (pid, Channel(from_child_read, to_child_write, self.frame_limit, self.request_fd))
+        channel = self.resident[1]
+        name = "f" if self.resident_key[0] == "judge" else "the program"
+        try:
+            reply = channel.receive(deadline) if channel.send(request, deadline) else None
         except Deadline:
-            self._stop_judge()
-            return "timeout", f"f ran past the {self.timeout:g} s limit", "", "", ""
+            self._stop_resident()
+            return ("timeout", f"{name} ran past the {self.timeout:g} s limit") + ("",) * (fields - 2)
         except ValueError as error:
             reply = [f"a malformed frame: {error}"]
-        if reply is None or len(reply) != 6 or reply[0] != "done" or reply[1] not in JUDGE_STATUSES:
-            how = self._stop_judge()
+        if reply is None or len(reply) != fields + 1 or reply[0] != "done" or reply[1] not in statuses:
+            how = self._stop_resident()
             why = how if reply is None else "it broke the protocol"
-            return "error", f"f's process ended without a verdict: {why}", "", "", ""
+            return ("error", f"{name}'s process ended without a reply: {why}") + ("",) * (fields - 2)
         return tuple(reply[1:])
 
-    def _stop_judge(self) -> str:
-        """Kill the live judge and everything it started; says how it had ended."""
-        if self.judge is None:
+    def _judge(self, code, f: str, answer_type: str, answer: str, deadline: float) -> tuple[str, ...]:
+        """(status, detail, answer repr, returned repr, output) of f on the answer, in the puzzle's judge."""
+        return self._ask(lambda: self._judge_main(code, f, answer_type), pack("judge", answer), deadline, 5,
+                         JUDGE_STATUSES)
+
+    def _stop_resident(self) -> str:
+        """Kill the live resident process and everything it started; says how it had ended."""
+        if self.resident is None:
             return "it was not running"
-        pid, channel = self.judge
-        self.judge = None
+        pid, channel = self.resident
+        self.resident = None
         channel.close()
         how = self._end(pid)
         self._kill_strays()
@@ -743,10 +792,10 @@ class Warden:
         finally:
             channel.close()
         how = self._end(pid)
-        self._kill_strays(spare=self.judge[0] if self.judge else None)
+        self._kill_strays(spare=self.resident[0] if self.resident else None)
         self._empty_workspace()  # before the judge sees the answer: nothing else of g's reaches f
-        if self.judge is not None and _state(self.judge[0]) not in "RSD":  # without namespaces a runner shares
-            self._stop_judge()  # the judge's uid: one it stopped or killed is replaced, not blamed on the next program
+        if self.resident is not None and _state(self.resident[0]) not in "RSD":  # without namespaces a runner
+            self._stop_resident()  # shares the judge's uid: one it stopped or killed is replaced, not blamed
         if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
             self.oom_count = count  # one of the program's processes was killed for its memory
             return "memory", f"the program's processes ran out of their {self.memory_bytes >> 20} MiB", "", ""
@@ -816,11 +865,32 @@ class Warden:
         finally:
             os._exit(0)
 
+    def _apply_main(self, code, source: str, name: str) -> None:
+        output = self.output
+        try:
+            try:
+                namespace = {"__builtins__": builtins, "__name__": "__program__"}
+                exec(code, namespace)  # the module runs once; its state lives as long as this process
+                function = namespace.get(name)
+                if not callable(function):
+                    raise ProgramError("error", f"the program defines no function {name}")
+            except BaseException as error:  # noqa: BLE001
+                status = error.status if isinstance(error, ProgramError) else "error"
+                detail = error.detail if isinstance(error, ProgramError) else describe(error, "program", source)
+                while read_frame(3, 1 << 31) is not None:  # every call gets the same reply
+                    write_all(4, pack("done", status, detail, "", output.value()))
+                return
+            while (request := read_frame(3, 1 << 31)) is not None:
+                output.parts, output.size, output.dropped = [], 0, 0
+                write_all(4, pack("done", *call_function(function, source, request[1]), output.value()))
+        finally:
+            os._exit(0)
+
     # ------------------------------------------------------------ processes
 
     def shutdown(self) -> None:
         """Without a pid namespace nothing else takes the children down with the warden."""
-        self._stop_judge()
+        self._stop_resident()
         self._kill_strays()
         if not self.namespaced:
             shutil.rmtree(self.workspace, ignore_errors=True)
@@ -893,13 +963,13 @@ def main() -> None:
             cgroup.remove()
         os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
     try:
-        for name in PRELOADED:
+        stdlib = os.path.dirname(os.__file__)
+        sys.path[:] = [path for path in sys.path if path.startswith(stdlib)] + settings["module_roots"]
+        for name in PRELOADED + tuple(settings["modules"]):
             __import__(name)
         warden = Warden(settings, namespaced, cgroup)
-        stdlib = os.path.dirname(os.__file__)
-        sys.path[:] = [path for path in sys.path if path.startswith(stdlib)]
-        if namespaced:
-            root = build_root([stdlib])
+        if namespaced:  # the extra modules' directories only, at their own paths: nothing else of site-packages
+            root = build_root([stdlib, *settings["module_dirs"]])
             os.chroot(root)
             os.chdir("/")
         else:

@@ -1,0 +1,106 @@
+"""`Sandbox.apply`: a program's functions called on JSON inputs in a process of the program's own,
+the way Code World Models are scored and planned with. The containment of the processes themselves
+is `test_sandbox.py`'s; here, what `apply` adds: values, state kept within one program and never
+across programs, extra modules offered and nothing else of site-packages, and every failure a verdict."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from codeplay_lightning.execution import Call, Program, Sandbox
+
+COUNTER = textwrap.dedent("""
+    import numpy as np
+    calls = 0
+    def step(batch):
+        global calls
+        calls += 1
+        return {"sum": float(np.asarray(batch, dtype=float).sum()), "calls": calls}
+    def divide(x):
+        return 1 / x
+    """)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(workers=1, timeout=2.0, memory_mb=512, modules=("numpy",)) as sandbox:
+        yield sandbox
+
+
+def test_values_and_state_kept_between_calls_of_one_program(sandbox):
+    verdicts = sandbox.apply([Call(COUNTER, "step", [[1, 2], [3, 4.5]]) for _ in range(3)])
+    assert [v.status for v in verdicts] == ["returned"] * 3
+    assert [v.value for v in verdicts] == [{"sum": 10.5, "calls": n} for n in (1, 2, 3)]
+    assert not any(v.passed for v in verdicts)  # a value is not a verdict on a puzzle
+
+
+def test_nothing_leaks_from_one_program_to_the_next(sandbox):
+    """A helper one candidate defined is unknown to the next, unlike re-importing into one process."""
+    first = "def helper():\n    return 41\ndef model(x):\n    return helper() + x\n"
+    second = "def model(x):\n    return helper() + x\n"
+    defines, uses = sandbox.apply([Call(first, "model", 1), Call(second, "model", 1)])
+    assert (defines.status, defines.value) == ("returned", 42)
+    assert uses.status == "error" and "NameError" in uses.detail and "helper" in uses.detail
+
+
+def test_another_function_of_the_same_source_starts_afresh(sandbox):
+    """The process serves one (source, function): a call of another ends it, and its state."""
+    counts = [sandbox.apply([call])[0].value for call in (Call(COUNTER, "step", [1]), Call(COUNTER, "divide", 2),
+                                                          Call(COUNTER, "step", [1]))]
+    assert counts == [{"sum": 1.0, "calls": 1}, 0.5, {"sum": 1.0, "calls": 1}]
+
+
+def test_errors_carry_the_program_line(sandbox):
+    (verdict,) = sandbox.apply([Call(COUNTER, "divide", 0)])
+    assert verdict.status == "error" and verdict.value is None
+    assert "ZeroDivisionError" in verdict.detail and "line 9" in verdict.detail and "return 1 / x" in verdict.detail
+
+
+@pytest.mark.parametrize(("source", "function", "status", "fragment"), [
+    ("def model(x)\n    return x\n", "model", "syntax", "line 1"),
+    ("def model(x):\n    return x\n", "absent", "error", "no function absent"),
+    ("raise RuntimeError('at import')\ndef model(x):\n    return x\n", "model", "error", "at import"),
+    ("def model(x):\n    return {1: x}\n", "model", "error", "str keys"),
+    ("def model(x):\n    return object()\n", "model", "error", "cannot be judged"),
+    ("import torch\ndef model(x):\n    return x\n", "model", "error", "No module named 'torch'"),
+])
+def test_failures_are_verdicts(sandbox, source, function, status, fragment):
+    (verdict,) = sandbox.apply([Call(source, function, 1)])
+    assert verdict.status == status and fragment in verdict.detail
+
+
+def test_a_looping_call_times_out_and_the_next_program_is_unaffected(sandbox):
+    looping = "def model(x):\n    while True:\n        pass\n"
+    stuck, fine = sandbox.apply([Call(looping, "model", 0), Call("def model(x):\n    return x * 2\n", "model", 21)])
+    assert stuck.status == "timeout" and (fine.status, fine.value) == ("returned", 42)
+
+
+def test_memory_exhaustion(sandbox):
+    (verdict,) = sandbox.apply([Call("def model(x):\n    return len(bytearray(x))\n", "model", 4 << 30)])
+    assert verdict.status == "memory"
+
+
+def test_output_is_captured_per_call(sandbox):
+    source = "def model(x):\n    print('seen', x)\n    return x\n"
+    verdicts = sandbox.apply([Call(source, "model", 1), Call(source, "model", 2)])
+    assert [v.output for v in verdicts] == ["seen 1\n", "seen 2\n"]
+
+
+def test_calls_and_programs_share_one_sandbox(sandbox):
+    (verdict,) = sandbox.verify([Program("def f(x: int):\n    return x == 3\n", "def g():\n    return 3\n")])
+    assert verdict.passed
+    (value,) = sandbox.apply([Call("import numpy\ndef model(x):\n    return int(numpy.sum(x))\n", "model", [1, 2])])
+    assert value.value == 3
+
+
+def test_modules_are_offered_only_when_asked_for():
+    with Sandbox(workers=1, timeout=2.0) as plain:
+        (verdict,) = plain.apply([Call("import numpy\ndef model(x):\n    return x\n", "model", 1)])
+    assert verdict.status == "error" and "No module named 'numpy'" in verdict.detail
+
+
+def test_an_uninstalled_module_is_refused_at_once():
+    with pytest.raises(ValueError, match="not_a_module_here"):
+        Sandbox(modules=("not_a_module_here",))
