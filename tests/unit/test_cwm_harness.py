@@ -1,0 +1,102 @@
+"""`harness.predict`: a Code World Model's predictions from its own sandboxed process, or its bug."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codeplay_lightning.cwm.harness import Bug, predict
+from codeplay_lightning.cwm.metric import Predictions, accuracy
+from codeplay_lightning.cwm.transitions import Transitions
+from codeplay_lightning.execution import Sandbox
+
+CARTPOLE_MODEL = (Path(__file__).parents[1] / "fixtures" / "cwm" / "cartpole_model.py").read_text()
+
+
+def load_model(code: str):
+    spec = importlib.util.spec_from_loader("cartpole_model", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    exec(code, module.__dict__)
+    return module.Environment
+
+
+def cartpole_rollout(n: int = 60, seed: int = 0) -> Transitions:
+    """Transitions made by the fixture model itself, restarting near upright whenever it falls."""
+    rng = np.random.default_rng(seed)
+    model = load_model(CARTPOLE_MODEL)()
+    rows, actions, next_rows, dones, episodes, episode = [], [], [], [], [], 0
+    state = rng.uniform(-0.05, 0.05, 4).astype(np.float32)
+    for _ in range(n):
+        action = int(rng.integers(2))
+        model.set_state(state)
+        next_state, _, done = model.step(action)
+        rows.append(state.astype(np.float64))
+        actions.append(action)
+        next_rows.append(np.asarray(next_state, dtype=np.float64))
+        dones.append(done)
+        episodes.append(episode)
+        state = rng.uniform(-0.05, 0.05, 4).astype(np.float32) if done else next_state
+        episode += done
+    return Transitions("CartPole-v1", "float32", True, np.array(rows), np.array(actions), np.array(next_rows),
+                       np.ones(n, np.float32), np.array(dones), np.zeros(n, bool), np.array(episodes),
+                       np.full(n, "search"))
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(workers=1, timeout=5.0, modules=("numpy",)) as sandbox:
+        yield sandbox
+
+
+def test_predictions_from_the_sandbox_equal_the_model_run_here(sandbox):
+    data = cartpole_rollout()
+    predictions = predict(sandbox, CARTPOLE_MODEL, data)
+    assert isinstance(predictions, Predictions)
+    here = load_model(CARTPOLE_MODEL)()
+    for i in range(len(data)):
+        here.set_state(data.observations[i].astype(np.float32))
+        next_state, reward, done = here.step(int(data.actions[i]))
+        assert predictions.next_observations[i].tolist() == np.asarray(next_state, np.float64).tolist()
+        assert (predictions.rewards[i], predictions.dones[i]) == (reward, done)
+    assert accuracy(data, predictions) == 1.0
+    assert data.terminated.any()
+
+
+BROKEN_STEP = {
+    "a pair": ("return self.state, 1.0", "tuple (next_state, reward, done)"),
+    "a short state": ("return self.state[:3], 1.0, False", "next state of 3 numbers; states here have 4"),
+    "a text reward": ("return self.state, 'one', False", "number as its reward"),
+    "a text done": ("return self.state, 1.0, 'no'", "bool as done"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_STEP))
+def test_malformed_results_are_bugs_naming_the_problem(sandbox, case):
+    statement, message = BROKEN_STEP[case]
+    code = CARTPOLE_MODEL.replace("return self.state, 1.0, done", statement)
+    bug = predict(sandbox, code, cartpole_rollout(5))
+    assert isinstance(bug, Bug) and bug.kind == "error" and message in bug.detail
+
+
+def test_an_exception_is_a_bug_with_the_model_line(sandbox):
+    code = CARTPOLE_MODEL.replace("force = self.force if action == 1 else -self.force",
+                                  "force = self.forces[action]")
+    bug = predict(sandbox, code, cartpole_rollout(5))
+    line = next(number for number, text in enumerate(code.splitlines(), 1) if "self.forces[action]" in text)
+    assert isinstance(bug, Bug) and "AttributeError" in bug.detail and f"line {line}," in bug.detail
+
+
+def test_a_model_that_loops_is_a_timeout_bug():
+    code = CARTPOLE_MODEL.replace("x, x_dot, theta, theta_dot = self.state", "while True:\n            pass")
+    with Sandbox(workers=1, timeout=0.5, modules=("numpy",)) as fast:
+        bug = predict(fast, code, cartpole_rollout(5))
+    assert bug == Bug("timeout", "the program ran past the 0.5 s limit")
+
+
+def test_a_model_that_tampers_with_the_harness_gets_no_score(sandbox):
+    """The model's module runs first: replacing what the harness uses yields a bug, not predictions."""
+    code = CARTPOLE_MODEL + "\nimport builtins\nbuiltins.float = lambda value: 'x'\n"
+    assert isinstance(predict(sandbox, code, cartpole_rollout(5)), Bug)
