@@ -22,34 +22,50 @@ from codeplay_lightning.cwm.transitions import Transitions
 from codeplay_lightning.execution import Call, Sandbox
 
 ENTRY = "_codeplay_predict"
-# Appended after the model's code, so that the model's own line numbers stay those of its text.
+# Appended after the model's code, so that the model's own line numbers stay those of its text. Its
+# names all start with _codeplay_, so that it shadows none of the model's.
 HARNESS = '''
 
-def _codeplay_predict(batch):
-    import numpy as _np
-    kind, dimension = batch["kind"], batch["dimension"]
+import numpy as _codeplay_np
+
+
+def _codeplay_formats(request):
+    """(row -> state in the environment's format, action as given -> action in its format)."""
+    np = _codeplay_np
     as_state = {"int": lambda row: int(row[0]), "tuple": lambda row: tuple(int(v) for v in row),
-                "float32": lambda row: _np.array(row, dtype=_np.float32),
-                "float64": lambda row: _np.array(row, dtype=_np.float64)}[kind]
-    as_action = int if batch["discrete"] else (lambda action: _np.array(action, dtype=_np.float64))
+                "float32": lambda row: np.array(row, dtype=np.float32),
+                "float64": lambda row: np.array(row, dtype=np.float64)}[request["kind"]]
+    as_action = int if request["discrete"] else (lambda action: np.array(action, dtype=np.float64))
+    return as_state, as_action
+
+
+def _codeplay_checked(result, dimension):
+    """A step's (next_state, reward, done) as (float64 row, float, bool); TypeError or ValueError
+    naming what is malformed."""
+    np = _codeplay_np
+    if not isinstance(result, tuple) or len(result) != 3:
+        raise TypeError("step must return a tuple (next_state, reward, done), not " + repr(result)[:200])
+    next_state, reward, done = result
+    flat = np.asarray(next_state, dtype=np.float64).ravel()
+    if flat.size != dimension:
+        raise ValueError(f"step returned a next state of {flat.size} numbers; states here have {dimension}")
+    if isinstance(reward, bool) or not isinstance(reward, (int, float, np.integer, np.floating)):
+        raise TypeError("step must return a number as its reward, not " + repr(reward)[:200])
+    if not isinstance(done, (bool, np.bool_)) and done not in (0, 1):
+        raise TypeError("step must return a bool as done, not " + repr(done)[:200])
+    return flat, float(reward), bool(done)
+
+
+def _codeplay_predict(batch):
+    as_state, as_action = _codeplay_formats(batch)
     environment = Environment()
     next_states, rewards, dones = [], [], []
     for state, action in zip(batch["states"], batch["actions"]):
         environment.set_state(as_state(state))
-        result = environment.step(as_action(action))
-        if not isinstance(result, tuple) or len(result) != 3:
-            raise TypeError("step must return a tuple (next_state, reward, done), not " + repr(result)[:200])
-        next_state, reward, done = result
-        flat = _np.asarray(next_state, dtype=_np.float64).ravel()
-        if flat.size != dimension:
-            raise ValueError(f"step returned a next state of {flat.size} numbers; states here have {dimension}")
-        if isinstance(reward, bool) or not isinstance(reward, (int, float, _np.integer, _np.floating)):
-            raise TypeError("step must return a number as its reward, not " + repr(reward)[:200])
-        if not isinstance(done, (bool, _np.bool_)) and done not in (0, 1):
-            raise TypeError("step must return a bool as done, not " + repr(done)[:200])
-        next_states.append(flat.tolist())
-        rewards.append(float(reward))
-        dones.append(bool(done))
+        next_state, reward, done = _codeplay_checked(environment.step(as_action(action)), batch["dimension"])
+        next_states.append(next_state.tolist())
+        rewards.append(reward)
+        dones.append(done)
     return {"next_states": next_states, "rewards": rewards, "dones": dones}
 '''
 
