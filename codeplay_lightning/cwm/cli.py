@@ -103,14 +103,17 @@ def run_build(args: argparse.Namespace) -> int:
     from codeplay_lightning.cwm.collect import build
     from codeplay_lightning.cwm.official import read_official_buffer
 
-    out = Path(args.out)
-    rows = build(out, _env_ids(args.envs), seed=args.seed)
-    if args.official:
-        (out / "official").mkdir(parents=True, exist_ok=True)
-        for env_id in _env_ids(args.envs):
-            pickle_path = Path(args.official) / env_id / "train_buffer.pkl"
-            if pickle_path.is_file():
-                read_official_buffer(pickle_path, env_id).save(out / "official" / f"{env_id}.npz")
+    out, env_ids = Path(args.out), _env_ids(args.envs)
+    official = {env_id: Path(args.official) / env_id / "train_buffer.pkl" for env_id in env_ids} if args.official else {}
+    if official and not any(path.is_file() for path in official.values()):
+        raise ValueError(f"{args.official} holds no <env id>/train_buffer.pkl")
+    rows = build(out, env_ids, seed=args.seed)
+    for env_id, pickle_path in official.items():
+        if pickle_path.is_file():  # the official data lacks some environments (Humanoid's buffers are empty)
+            (out / "official").mkdir(parents=True, exist_ok=True)
+            read_official_buffer(pickle_path, env_id).save(out / "official" / f"{env_id}.npz")
+        else:
+            print(f"  no official buffer for {env_id} in {args.official}")
     (out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     for row in rows:
         print("  " + "  ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"

@@ -104,3 +104,20 @@ def test_the_true_environment_reproduces_the_official_transitions(env_id):
     states = np.isclose(predictions.next_observations, data.next_observations, rtol=tolerance, atol=tolerance).all(1)
     rewards = np.isclose(predictions.rewards, recorded_rewards, rtol=1e-5, atol=1e-5)  # recorded as float32
     assert np.array_equal(states & rewards, ~data.unpredictable)
+
+
+@pytest.mark.parametrize(("env_id", "official_ceiling"), [
+    ("CartPole-v1", 1.0), ("Taxi-v3", 0.9986), ("MountainCar-v0", 0.9986), ("Pendulum-v1", 0.6667),
+    ("HalfCheetah-v4", 0.6633),
+])
+def test_the_true_environment_scores_the_official_ceilings_and_one_under_ours(env_id, official_ceiling):
+    """The official metric reproduced: the perfect model's scores measured on the official code's own
+    metric (truncation dones, exact float32 rewards, corrupted first MuJoCo transitions); ours: 1."""
+    pytest.importorskip("mujoco" if env_id == "HalfCheetah-v4" else "gymnasium")
+    from codeplay_lightning.cwm import metric
+    from codeplay_lightning.cwm.oracle import true_predictions
+
+    data = official(env_id)
+    predictions = true_predictions(data)
+    assert metric.official_accuracy(data, predictions) == pytest.approx(official_ceiling, abs=5e-5)
+    assert metric.accuracy(data, predictions) == 1.0
