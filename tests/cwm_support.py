@@ -9,7 +9,7 @@ import numpy as np
 
 from codeplay_lightning.cwm.transitions import Transitions
 
-CARTPOLE_MODEL = (Path(__file__).parent / "fixtures" / "cwm" / "cartpole_model.py").read_text()
+CARTPOLE_MODEL = (Path(__file__).parents[1] / "codeplay_lightning" / "cwm" / "examples" / "cartpole.py").read_text()
 
 
 def load_model(code: str):

@@ -18,6 +18,7 @@
 - The same prompts through the search's LLM backends: HFLLM at batch 1 and 32, and OpenAILLM
   against a local llama.cpp server (skipped, with the reason, when llama_cpp is not installed),
   as ratios to HFLLM at batch 1.
+- Code World Models (paper table 7): a CWM's step against the true environment's and one LLM call.
 """
 
 
@@ -97,6 +98,18 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                 rows.append((f"llama.cpp server, {concurrency} in flight, tok/s",
                              f"{backends[f'{name}_tokens_per_s']:.1f}",
                              f"{backends[f'{name}_over_hf_batch1']:.1f}x HFLLM batch 1"))
+        print("Code World Models: a model's step vs the true environment's vs one LLM call (paper table 7) ...",
+              flush=True)
+        from codeplay_lightning.bench.cwm import bench_cwm
+
+        results["cwm"] = cwm = bench_cwm()
+        rows += [("CWM step, CartPole example, in process", f"{cwm['cwm_step_us']:.1f} us", ""),
+                 ("CWM step, in its sandboxed process", f"{cwm['cwm_sandboxed_step_us']:.1f} us",
+                  f"batch of {cwm['transitions']}, process start included"),
+                 ("true environment step, gymnasium", f"{cwm['true_env_step_us']:.1f} us",
+                  f"CWM / true env {cwm['cwm_over_true_env']:.1f}x"),
+                 ("one LLM call, embedded model", f"{cwm['llm_call_s']:.1f} s",
+                  f"{cwm['llm_completion_tokens']} tokens; {cwm['llm_call_over_cwm_step']:.0f}x a CWM step")]
     width = max(len(row[0]) for row in rows)
     for name, value, goal in rows:
         print(f"  {name:<{width}}  {value:>10}  {goal}")

@@ -43,8 +43,9 @@ def add_commands(commands) -> None:
     synthesize.add_argument("--method", default="gif-mcts", help="gif-mcts (default), worldcoder or sample")
     synthesize.add_argument("--budget", type=int, default=10, metavar="B", help="LLM calls per environment "
                                                                                 "(paper: 50 Llama 3, 10 GPT-4)")
-    synthesize.add_argument("--llm", default="smollm2-135m-sft",
-                            help="a local model spec or openai:BASE_URL#MODEL for an OpenAI-compatible server")
+    synthesize.add_argument("--llm", default="smollm2-135m",
+                            help="smollm2-135m (default: the instruct model; the warm start only writes puzzles), "
+                                 "a hub id or directory, or openai:BASE_URL#MODEL for an OpenAI-compatible server")
     synthesize.add_argument("--max-new-tokens", type=int, default=512, help="per completion (paper: 1500)")
     synthesize.add_argument("--temperature", type=float, default=1.0)
     synthesize.add_argument("--top-p", type=float, default=0.8)
@@ -86,6 +87,7 @@ def _env_ids(text: str | None) -> list[str]:
 def _data(directory: str, env_id: str):
     from codeplay_lightning.cwm.transitions import Transitions
 
+    (env_id,) = _env_ids(env_id)
     path = Path(directory) / f"{env_id}.npz"
     if not path.is_file():
         raise ValueError(f"{path} does not exist: run `codeplay cwm build --out {directory}` first")
