@@ -66,7 +66,7 @@ def score_model(sandbox: Sandbox, code: str, data: Transitions) -> ModelScore:
 class CWMTask(DescribedTask):
     """Write a Code World Model of one environment, scored on its search transitions."""
 
-    root_code = "import numpy as np\n\n\nclass Environment:\n"
+    root_code = ""  # as the paper: the first generate writes the program from its start
 
     def __init__(self, name: str, env_description: str, data: Transitions, sandbox: Sandbox):
         self.name, self.sandbox = name, sandbox
