@@ -12,7 +12,8 @@ Two metrics, both reported:
 - `scores` / `accuracy` are ours, the paper's formula with its flaws removed: ⅓·[ŝ' ≈ s'] + ⅓·[r̂ ≈ r]
   + ⅓·[d̂ = terminated] (whole next state, rewards within the same tolerance, a time limit is not
   the model's to predict), a plain mean, and transitions marked `unpredictable` left out. Under it
-  the true environment scores 1.0 on every deterministic environment.
+  the true environment scores 1.0 wherever the observation holds the whole state (12 of the 18
+  environments; the others, and why, are in oracle.py).
 
 Predictions come from `harness.py`, which has already refused malformed ones (a next state of
 the wrong size, a reward that is not a number): a model that returns them has a bug, not a score.
