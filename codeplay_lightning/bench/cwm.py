@@ -61,5 +61,6 @@ def bench_cwm(steps: int = 2000, llm_tokens: int = 128) -> dict:
     llm.complete([prompt])
     llm_call = time.perf_counter() - started
     return {"transitions": len(batch), "cwm_step_us": in_process * 1e6, "cwm_sandboxed_step_us": sandboxed * 1e6,
-            "true_env_step_us": true_step * 1e6, "llm_call_s": llm_call, "llm_completion_tokens": llm.usage.completion_tokens,
+            "true_env_step_us": true_step * 1e6, "llm_call_s": llm_call,
+            "llm_completion_tokens": llm.usage.completion_tokens,
             "cwm_over_true_env": in_process / true_step, "llm_call_over_cwm_step": llm_call / in_process}

@@ -106,7 +106,8 @@ def run_build(args: argparse.Namespace) -> int:
     from codeplay_lightning.cwm.official import read_official_buffer
 
     out, env_ids = Path(args.out), _env_ids(args.envs)
-    official = {env_id: Path(args.official) / env_id / "train_buffer.pkl" for env_id in env_ids} if args.official else {}
+    official = {env_id: Path(args.official) / env_id / "train_buffer.pkl"
+                for env_id in env_ids} if args.official else {}
     if official and not any(path.is_file() for path in official.values()):
         raise ValueError(f"{args.official} holds no <env id>/train_buffer.pkl")
     rows = build(out, env_ids, seed=args.seed)

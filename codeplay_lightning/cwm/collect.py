@@ -24,7 +24,7 @@ import numpy as np
 from codeplay_lightning.cwm import planners
 from codeplay_lightning.cwm.envs import ENVS, make
 from codeplay_lightning.cwm.oracle import TrueModel
-from codeplay_lightning.cwm.transitions import Transitions
+from codeplay_lightning.cwm.transitions import Transitions, observation_row
 
 RANDOM_EPISODES = BETTER_EPISODES = 5
 CONTINUOUS_STEPS = 100
@@ -86,12 +86,12 @@ def _episode(env, policy, reset_seed: int, rng: np.random.Generator, cap: int, e
     rows, plan = [], []
     for step in range(cap):
         if not plan:
-            plan = policy(env, _row(observation), rng)
+            plan = policy(env, observation_row(observation), rng)
         action = plan.pop(0)
         next_observation, reward, terminated, truncated, _ = env.step(action)
         truncated = (truncated or step + 1 == cap) and not terminated
-        rows.append((_row(observation), action, _row(next_observation), float(reward), terminated, truncated,
-                     episode, split))
+        rows.append((observation_row(observation), action, observation_row(next_observation), float(reward),
+                     terminated, truncated, episode, split))
         if terminated or truncated:
             break
         observation = next_observation
@@ -154,7 +154,3 @@ def _shortest_path_action(model: TrueModel, row: np.ndarray) -> int:
                 first_action[int(next_row[0])] = leading
                 frontier.append(int(next_row[0]))
     raise ValueError(f"{model.env_id}: no termination is reachable from state {start}")
-
-
-def _row(observation) -> np.ndarray:
-    return np.asarray(observation, dtype=np.float64).ravel()

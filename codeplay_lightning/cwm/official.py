@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from codeplay_lightning.cwm.envs import ENVS
-from codeplay_lightning.cwm.transitions import Transitions
+from codeplay_lightning.cwm.transitions import Transitions, observation_row
 
 _NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"), ("numpy", "ndarray"),
           ("numpy", "dtype")}
@@ -55,8 +55,8 @@ def read_official_buffer(path: Path, env_id: str) -> Transitions:
     with open(path, "rb") as file:
         buffer = _BufferUnpickler(file).load()
     n = buffer["idx"]
-    observations = np.array([_row(observation) for observation in buffer["obs"][:n]])
-    next_observations = np.array([_row(observation) for observation in buffer["next_obs"][:n]])
+    observations = np.array([observation_row(observation) for observation in buffer["obs"][:n]])
+    next_observations = np.array([observation_row(observation) for observation in buffer["next_obs"][:n]])
     actions = np.array(buffer["actions"][:n], dtype=np.int64 if spec.discrete_actions else np.float64)
     dones = np.asarray(buffer["dones"][:n], dtype=bool)
     starts = np.asarray(buffer["traj_starts"][:n], dtype=np.int64)
@@ -67,7 +67,3 @@ def read_official_buffer(path: Path, env_id: str) -> Transitions:
                        next_observations, np.asarray(buffer["rewards"][:n], dtype=np.float32), dones & ~truncated,
                        truncated, np.unique(starts, return_inverse=True)[1].astype(np.int64),
                        np.full(n, "search"), first_of_trajectory & spec.mujoco)
-
-
-def _row(observation) -> np.ndarray:
-    return np.asarray(observation, dtype=np.float64).ravel()

@@ -34,7 +34,7 @@ import numpy as np
 
 from codeplay_lightning.cwm.envs import ENVS, make
 from codeplay_lightning.cwm.metric import Predictions
-from codeplay_lightning.cwm.transitions import Transitions
+from codeplay_lightning.cwm.transitions import Transitions, observation_row
 
 _MODEL_STREAM = 0x6D6F64656C  # mixed into the model's seed, so its draws are not a seeded real env's
 
@@ -67,7 +67,7 @@ class TrueModel:
     def step(self, action) -> tuple[np.ndarray, float, bool]:
         action = int(action) if self.spec.discrete_actions else np.asarray(action, dtype=np.float64)
         observation, reward, terminated, _, _ = self.env.step(action)
-        return _row(observation), float(reward), bool(terminated)
+        return observation_row(observation), float(reward), bool(terminated)
 
     def save(self):
         return _snapshot(self.env_id, self.env)
@@ -170,7 +170,3 @@ def _snapshot(env_id: str, env):
     if spec.observation_kind == "int":
         return env.s
     return np.array(env.state, dtype=np.float64)
-
-
-def _row(observation) -> np.ndarray:
-    return np.asarray(observation, dtype=np.float64).ravel()

@@ -28,6 +28,7 @@ import numpy as np
 from codeplay_lightning.cwm import harness, planners
 from codeplay_lightning.cwm.envs import ENVS, make
 from codeplay_lightning.cwm.oracle import TrueModel
+from codeplay_lightning.cwm.transitions import observation_row
 from codeplay_lightning.execution import Call, Sandbox
 
 PLAN_ENTRY = "_codeplay_plan"
@@ -201,7 +202,7 @@ def run_episode(env_id: str, policy: Policy, seed: int, max_steps: int) -> float
     total, steps, plan = 0.0, 0, []
     while steps < max_steps:
         if not plan:
-            plan = policy(env, _row(observation), seed * 100_003 + steps)
+            plan = policy(env, observation_row(observation), seed * 100_003 + steps)
         observation, reward, terminated, truncated, _ = env.step(plan.pop(0))
         total, steps = total + float(reward), steps + 1
         if terminated or truncated:
@@ -242,7 +243,3 @@ def normalised_return(random_returns: list[float], true_returns: list[float], mo
 def _normalised(random_mean: float, true_mean: float, model_mean: float) -> float:
     gap = true_mean - random_mean
     return float("nan") if abs(gap) <= SAME_RETURN else (model_mean - random_mean) / gap
-
-
-def _row(observation) -> np.ndarray:
-    return np.asarray(observation, dtype=np.float64).ravel()

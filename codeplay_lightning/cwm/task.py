@@ -106,7 +106,7 @@ def _shown(row: np.ndarray, kind: str) -> str:
 
 def _shown_action(data: Transitions, index: int) -> str:
     action = data.actions[index]
-    return str(int(action)) if data.discrete_actions else "np.array([" + ", ".join(repr(float(v)) for v in action) + "])"
+    return str(int(action)) if data.discrete_actions else _shown(action, "float64")
 
 
 def _split_predictions(predictions: metric.Predictions, mask: np.ndarray) -> metric.Predictions:

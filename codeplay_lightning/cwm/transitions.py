@@ -64,5 +64,10 @@ class Transitions:
                        *(data[name] for name in _ARRAYS))
 
 
+def observation_row(observation) -> np.ndarray:
+    """An observation in any of the environments' formats as a row of float64 (`Transitions`' form)."""
+    return np.asarray(observation, dtype=np.float64).ravel()
+
+
 _ARRAYS = ("observations", "actions", "next_observations", "rewards", "terminated", "truncated", "episodes",
            "split", "unpredictable")
