@@ -15,6 +15,7 @@ from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.ppo import logprobs_and_entropy, masked_mean, policy_loss, value_loss
 
 PACKING_ATTENTION = ("sdpa", "eager")  # the attentions that take a custom 4D mask
+PACK_TOKENS = 512  # action tokens per packed sequence in scoring (a longer row gets a pack of its own)
 METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
 
 
@@ -29,12 +30,28 @@ class ValueHead(nn.Module):
         return self.mlp(hidden.float()).squeeze(-1)
 
 
+def pack_rows(counts: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """(pack, offset in it) of each row, in row order: consecutive rows share a pack while their
+    tokens (`counts`) fit in `budget`; a longer row has a pack of its own."""
+    packs, offsets = [], []
+    pack, used = -1, budget + 1
+    for count in counts:
+        if used + count > budget:
+            pack, used = pack + 1, 0
+        packs.append(pack)
+        offsets.append(used)
+        used += count
+    return packs, offsets
+
+
 def packed_attention_mask(segments: torch.Tensor, positions: torch.Tensor, prompt_length: int, config):
-    """(1, 1, Q, P + Q) mask for Q packed tokens behind a P-token cached prompt: token q sees the
-    prompt and the tokens of its own segment up to itself. Boolean for SDPA; additive for eager."""
-    same_row = segments[:, None] == segments[None, :]  # (Q, Q)
-    causal = positions[None, :] <= positions[:, None]
-    sees = torch.cat([same_row.new_ones(len(segments), prompt_length), same_row & causal], dim=1)[None, None]
+    """(G, 1, L, P + L) mask for G packs of L tokens behind a P-token cached prompt: token q sees the
+    prompt and the tokens of its own segment (row) up to itself; padding (segment -1) sees the
+    prompt only. Boolean for SDPA; additive for eager."""
+    same_row = (segments[:, :, None] == segments[:, None, :]) & (segments[:, None, :] >= 0)  # (G, L, L)
+    causal = positions[:, None, :] <= positions[:, :, None]
+    prompt = same_row.new_ones(*segments.shape, prompt_length)  # (G, L, P)
+    sees = torch.cat([prompt, same_row & causal], dim=2)[:, None]
     if config._attn_implementation == "sdpa":
         return sees
     return torch.zeros(sees.shape, device=sees.device).masked_fill(~sees, torch.finfo(torch.float32).min)
@@ -76,11 +93,12 @@ class SetterPPOModule(L.LightningModule):
         (logits divided by the temperature), so the entropy bonus and metric are at that temperature
         too. `model` (the reference) scores without a value head (values None).
 
-        The prompt runs once, at batch 1, and the rows' actions run packed into one sequence behind it,
-        each attending to the prompt and to its own earlier actions only: the same result as one full
-        forward per row over prompt + actions, gradient included (the prompt's keys and values depend on
-        the weights and stay in the graph), with no work on the prompt's copies or on padding, and the
-        vocabulary-wide tensors only at real tokens."""
+        The prompt runs once, at batch 1, and the rows' actions run behind it packed into sequences of
+        about PACK_TOKENS tokens, each token attending to the prompt and to its own row's earlier
+        actions only: the same result as one full forward per row over prompt + actions, gradient
+        included (the prompt's keys and values depend on the weights and stay in the graph), with no
+        work on padding and the vocabulary-wide tensors only at real tokens. Packs, not one sequence:
+        attention's work grows with the pack's length times the prompt's plus its own."""
         want_values = model is None
         model = model or self.policy
         batch = len(action_ids)
@@ -93,14 +111,26 @@ class SetterPPOModule(L.LightningModule):
         lengths = mask.sum(dim=1).long()  # (B,)
         feeds = torch.arange(mask.shape[1], device=mask.device) < (lengths - 1)[:, None]  # (B, T)
         if feeds.any():
-            segments = torch.arange(batch, device=mask.device).repeat_interleave((lengths - 1).clamp(min=0))
+            counts = (lengths - 1).clamp(min=0)  # (B,) fed tokens per row
+            row_packs, row_offsets = (torch.tensor(column, device=mask.device)  # (B,) each
+                                      for column in pack_rows(counts.tolist(), PACK_TOKENS))
+            n_packs, pack_length = int(row_packs[-1]) + 1, int((row_offsets + counts).max())
             positions = feeds.long().cumsum(dim=1)[feeds] - 1  # (Q,): each fed token's place in its row
-            rows = model(input_ids=action_ids[feeds][None], past_key_values=prompt.past_key_values,
-                         position_ids=len(prompt_ids) + positions[None], output_hidden_states=want_values,
-                         attention_mask=packed_attention_mask(segments, positions, len(prompt_ids), model.config))
-            logits.append(rows.logits[0])  # (Q, V)
+            segments = torch.arange(batch, device=mask.device).repeat_interleave(counts)  # (Q,)
+            slots = (row_packs * pack_length + row_offsets)[segments] + positions  # (Q,) in G * L
+            packed = {name: torch.full((n_packs * pack_length,), fill, dtype=torch.long, device=mask.device)
+                      .index_put_((slots,), values).view(n_packs, pack_length)
+                      for name, fill, values in (("ids", 0, action_ids[feeds]), ("positions", 0, positions),
+                                                 ("segments", -1, segments))}
+            cache = prompt.past_key_values
+            cache.reorder_cache(torch.zeros(n_packs, dtype=torch.long, device=mask.device))  # the prompt per pack
+            rows = model(input_ids=packed["ids"], past_key_values=cache,
+                         position_ids=len(prompt_ids) + packed["positions"], output_hidden_states=want_values,
+                         attention_mask=packed_attention_mask(packed["segments"], packed["positions"],
+                                                              len(prompt_ids), model.config))
+            logits.append(rows.logits.flatten(0, 1)[slots])  # (Q, V)
             if want_values:
-                hidden.append(rows.hidden_states[-1][0])  # (Q, H)
+                hidden.append(rows.hidden_states[-1].flatten(0, 1)[slots])  # (Q, H)
         predicted = torch.zeros_like(feeds)  # (B, T): the real actions after each row's first
         predicted[:, 1:] = feeds[:, :-1]
         targets = torch.cat([action_ids[:, 0], action_ids[predicted]])  # (B + Q,)

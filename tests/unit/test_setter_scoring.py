@@ -11,6 +11,8 @@ import torch
 
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.setter import SetterPPOModule
+from codeplay_lightning.setter import module as module_code
+from codeplay_lightning.setter.module import pack_rows
 
 TEMPERATURE = 0.7
 
@@ -45,10 +47,13 @@ def new_module(model, detach_value_trunk: bool, attention: str = "sdpa") -> Sett
     return SetterPPOModule(model, None, PPOConfig(), TEMPERATURE, 16, detach_value_trunk, identity={})
 
 
+@pytest.mark.parametrize("pack_tokens", [256, 6])  # one pack; several, with rows longer than a pack
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("detach_value_trunk", [True, False])
-@pytest.mark.parametrize("lengths", [[5, 2, 7], [1, 1], [4], [3, 1, 6, 6]])
-def test_prompt_once_equals_full_prompt_per_row(tiny_llama, lengths, detach_value_trunk, attention):
+@pytest.mark.parametrize("lengths", [[5, 2, 7], [1, 1], [4], [3, 1, 6, 6, 2, 9]])
+def test_prompt_once_equals_full_prompt_per_row(tiny_llama, lengths, detach_value_trunk, attention, pack_tokens,
+                                                monkeypatch):
+    monkeypatch.setattr(module_code, "PACK_TOKENS", pack_tokens)
     module = new_module(tiny_llama, detach_value_trunk, attention)
     generator = torch.Generator().manual_seed(0)
     prompt_ids = torch.randint(3, 40, (23,), generator=generator)
@@ -69,6 +74,19 @@ def test_prompt_once_equals_full_prompt_per_row(tiny_llama, lengths, detach_valu
         scale = float(reference[name].abs().max())
         torch.testing.assert_close(ours[name], reference[name], atol=1e-4 * scale, rtol=1e-4, msg=name)
     assert any(grad.abs().sum() > 0 for name, grad in ours.items() if "embed_tokens" in name)
+
+
+@pytest.mark.parametrize("budget", [1, 5, 12])
+def test_packs_are_consecutive_rows_within_the_budget(budget):
+    counts = [3, 0, 4, 7, 1, 1, 2, 12, 5]
+    packs, offsets = pack_rows(counts, budget)
+    assert packs[0] == 0 and all(b - a in (0, 1) for a, b in zip(packs, packs[1:]))
+    for pack in set(packs):
+        rows = [row for row, p in enumerate(packs) if p == pack]
+        assert [offsets[row] for row in rows] == [sum(counts[r] for r in rows[:i]) for i in range(len(rows))]
+        assert sum(counts[row] for row in rows) <= budget or len(rows) == 1
+        if pack + 1 in packs:  # a pack closes only when the next row would not fit
+            assert sum(counts[row] for row in rows) + counts[rows[-1] + 1] > budget
 
 
 def test_reference_scoring_has_no_values_and_matches_the_policy_scoring(tiny_llama):
