@@ -96,9 +96,9 @@ class SetterPPOModule(L.LightningModule):
         The prompt runs once, at batch 1, and the rows' actions run behind it packed into sequences of
         about PACK_TOKENS tokens, each token attending to the prompt and to its own row's earlier
         actions only: the same result as one full forward per row over prompt + actions, gradient
-        included (the prompt's keys and values depend on the weights and stay in the graph), with no
-        work on padding and the vocabulary-wide tensors only at real tokens. Packs, not one sequence:
-        attention's work grows with the pack's length times the prompt's plus its own."""
+        included (the prompt's keys and values depend on the weights and stay in the graph), padding
+        only at the ends of packs, and the vocabulary-wide tensors only at real tokens. Packs, not one
+        sequence: attention's work grows with the pack's length times the prompt's plus its own."""
         want_values = model is None
         model = model or self.policy
         batch = len(action_ids)
