@@ -2,7 +2,8 @@
 
 A prefill over the left-padded prompts, then one forward per new token on the rows still
 running. A row stops when its decoded continuation contains a stop string or it samples the
-eos token; finished rows are dropped from the batch and the KV cache.
+eos token; finished rows are dropped from the batch and the KV cache. The token prefix common to
+all prompts is held once (`shared_prefix`); the KV cache holds each row's own tokens.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
+
+from codeplay_lightning.models.shared_prefix import SharedPrefix, forward_behind, run_prefix
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,8 @@ def sample(
     finished = [False] * n_prompts
     rows = list(range(n_prompts))  # rows[b] = prompt index of batch row b
 
-    logits, past_key_values, attention_mask = _prefill(model, tokenizer, prompts, config.max_new_tokens)
-    next_position = attention_mask.sum(dim=1, keepdim=True)  # (B, 1): real tokens so far
+    logits, prefix, cache, sees, next_position = _prefill(model, tokenizer, prompts, config.max_new_tokens)
+    first_new_slot = sees.shape[1] - config.max_new_tokens
     for step in range(config.max_new_tokens):
         row_generators = [generators[i] for i in rows] if generators is not None else None
         uniforms = _uniforms(row_generators, len(rows), logits.device)  # (B,)
@@ -104,21 +107,12 @@ def sample(
             break
         if len(keep) < len(rows):  # drop finished rows from the batch and the cache
             keep_index = torch.tensor(keep, device=logits.device)
-            past_key_values.reorder_cache(keep_index)
-            attention_mask, next_position = attention_mask[keep_index], next_position[keep_index]
-            tokens = tokens[keep_index]
+            cache.reorder_cache(keep_index)
+            sees, next_position, tokens = sees[keep_index], next_position[keep_index], tokens[keep_index]
             rows = [rows[b] for b in keep]
-        new_column = attention_mask.new_ones(len(rows), 1)  # (B, 1)
-        attention_mask = torch.cat([attention_mask, new_column], dim=1)  # (B, P + step + 1)
-        output = model(
-            input_ids=tokens[:, None],
-            attention_mask=attention_mask,
-            position_ids=next_position,
-            past_key_values=past_key_values,
-            use_cache=True,
-        )
-        logits, past_key_values = output.logits[:, -1, :].float(), output.past_key_values  # (B, V), cache
-        next_position = next_position + 1
+        sees[:, first_new_slot + step] = True
+        output = forward_behind(model, prefix, tokens[:, None], sees[:, None], next_position, cache)
+        logits, next_position = output.logits[:, -1, :].float(), next_position + 1  # (B, V), (B, 1)
 
     return _samples(tokenizer, list(zip(new_ids, new_logprobs, finished)), config.stop_strings)
 
@@ -147,13 +141,9 @@ def sample_streams(
         raise ValueError("sample_streams needs at least one generator and one step")
     prompt_ids = tokenizer(prompt)["input_ids"]
     length = len(prompt_ids)
-    cache = _new_cache(model, max_cache_len=length + n_steps)
-    output = model(input_ids=torch.tensor([prompt_ids], device=device), past_key_values=cache, use_cache=True,
-                   logits_to_keep=1)
-    first_logits = output.logits[:, -1, :].float()  # (1, V): every continuation's first token
-    cache.reorder_cache(torch.zeros(n_streams, dtype=torch.long, device=device))  # one prompt copy per stream
-    attention_mask = torch.zeros(n_streams, length + n_steps, dtype=torch.long, device=device)
-    attention_mask[:, :length] = 1  # each row sees the prompt and its own open continuation only
+    prefix, first_logits = run_prefix(model, prompt_ids)  # first_logits (V,): every continuation's first token
+    cache = _new_cache(model, max_cache_len=n_steps)  # slot k: each stream's token of step k
+    sees = torch.zeros(n_streams, n_steps, dtype=torch.bool, device=device)  # a row sees its open continuation
     positions = torch.full((n_streams, 1), length, device=device)  # (S, 1): the next token's position
     logits = first_logits.expand(n_streams, -1)  # (S, V)
     open_ids: list[list[int]] = [[] for _ in range(n_streams)]
@@ -171,13 +161,12 @@ def sample_streams(
             open_ids[stream], open_logprobs[stream] = [], []
         if step == n_steps - 1:
             break
-        attention_mask[:, length + step] = 1
-        output = model(input_ids=tokens[:, None], attention_mask=attention_mask[:, :length + step + 1],
-                       position_ids=positions, past_key_values=cache, use_cache=True)
+        sees[:, step] = True
+        output = forward_behind(model, prefix, tokens[:, None], sees[:, None], positions, cache)
         logits, positions = output.logits[:, -1, :].float(), positions + 1  # (S, V), (S, 1)
         if any(done):  # restart: forget the finished continuation, start again after the prompt
             restarted = torch.tensor(done, device=device)
-            attention_mask[restarted, length:] = 0
+            sees[restarted] = False
             positions[restarted] = length
             logits = torch.where(restarted[:, None], first_logits, logits)
     for stream in range(n_streams):
@@ -207,13 +196,14 @@ def _finished(tokenizer: PreTrainedTokenizerBase, continuations: list[list[int]]
 
 def _prefill(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], max_new_tokens: int
-) -> tuple[torch.Tensor, StaticCache, torch.Tensor]:
+) -> tuple[torch.Tensor, SharedPrefix | None, StaticCache, torch.Tensor, torch.Tensor]:
     """Run the prompts through the model, sharing work where they overlap.
 
-    Identical prompts run once, and the longest token prefix common to all (a few-shot block) runs
-    once for the batch: cache row u holds [common prefix | left padding | rest of prompt u].
-    Returns the next-token logits (B, V) in float32, a KV cache with room for `max_new_tokens`
-    more tokens, and the attention mask (B, P), 0 on the padding.
+    The longest token prefix common to all prompts (a few-shot block) runs once and is held once;
+    identical prompts run once. Each row's own cache holds [left padding | rest of its prompt] and
+    room for `max_new_tokens` more tokens. Returns the next-token logits (B, V) in float32, the
+    shared prefix (None if the prompts share no token), the own cache, the slots each row sees
+    (B, R + max_new_tokens) and each row's next position (B, 1).
     """
     device = model.device
     distinct = list(dict.fromkeys(prompts))  # U distinct prompts, in first-seen order
@@ -224,34 +214,28 @@ def _prefill(
     rests = [ids[shared:] for ids in token_ids]
     rest_length = max(len(rest) for rest in rests)
     rest_ids = torch.zeros(len(rests), rest_length, dtype=torch.long)  # (U, R); any id pads: it is masked
-    rest_mask = torch.zeros(len(rests), rest_length, dtype=torch.long)  # (U, R), 0 on the left padding
+    real = torch.zeros(len(rests), rest_length + max_new_tokens, dtype=torch.bool)  # (U, S): False on the padding
     for u, rest in enumerate(rests):
         rest_ids[u, rest_length - len(rest) :] = torch.tensor(rest)
-        rest_mask[u, rest_length - len(rest) :] = 1
-    rest_ids, rest_mask = rest_ids.to(device), rest_mask.to(device)
+        real[u, rest_length - len(rest) : rest_length] = True
+    rest_ids, real = rest_ids.to(device), real.to(device)
 
-    past_key_values = _new_cache(model, max_cache_len=shared + rest_length + max_new_tokens)
-    if shared:
-        prefix_ids = torch.tensor([token_ids[0][:shared]], device=device)  # (1, C)
-        model(input_ids=prefix_ids, past_key_values=past_key_values, use_cache=True, logits_to_keep=1)
-        one_row_per_prompt = torch.zeros(len(rests), dtype=torch.long, device=device)  # (U,)
-        past_key_values.reorder_cache(one_row_per_prompt)
-    attention_mask = torch.cat([rest_mask.new_ones(len(rests), shared), rest_mask], dim=1)  # (U, C + R)
-    output = model(
-        input_ids=rest_ids,
-        attention_mask=attention_mask,
-        position_ids=shared + (rest_mask.cumsum(dim=1) - 1).clamp(min=0),  # (U, R): C, C + 1, ... per prompt
-        past_key_values=past_key_values,
-        use_cache=True,
-        logits_to_keep=1,
-    )
+    prefix = run_prefix(model, token_ids[0][:shared])[0] if shared else None
+    cache = _new_cache(model, max_cache_len=rest_length + max_new_tokens)
+    slots = torch.arange(rest_length + max_new_tokens, device=device)
+    causal = slots[None, :] <= slots[:rest_length, None]  # (R, S)
+    itself = slots[None, :] == slots[:rest_length, None]  # a padding token sees itself only
+    sees_own = (real[:, None, :] & causal) | itself  # (U, R, S)
+    position_ids = shared + (real[:, :rest_length].cumsum(dim=1) - 1).clamp(min=0)  # (U, R): C, C + 1, ...
+    output = forward_behind(model, prefix, rest_ids, sees_own, position_ids, cache, logits_to_keep=1)
     logits = output.logits[:, -1, :].float()  # (U, V)
+    next_position = position_ids[:, -1:] + 1  # (U, 1)
     if len(distinct) < len(prompts):
         row_of_distinct = {prompt: u for u, prompt in enumerate(distinct)}
         row_of_prompt = torch.tensor([row_of_distinct[prompt] for prompt in prompts], device=device)  # (B,)
-        past_key_values.reorder_cache(row_of_prompt)
-        logits, attention_mask = logits[row_of_prompt], attention_mask[row_of_prompt]
-    return logits, past_key_values, attention_mask
+        cache.reorder_cache(row_of_prompt)
+        logits, real, next_position = logits[row_of_prompt], real[row_of_prompt], next_position[row_of_prompt]
+    return logits, prefix, cache, real, next_position
 
 
 def _common_prefix_length(sequences: list[list[int]]) -> int:

@@ -12,7 +12,7 @@ import torch
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.setter import SetterPPOModule
 from codeplay_lightning.setter import module as module_code
-from codeplay_lightning.setter.module import pack_rows
+from codeplay_lightning.setter.module import balanced_budget, pack_rows
 
 TEMPERATURE = 0.7
 
@@ -87,6 +87,21 @@ def test_packs_are_consecutive_rows_within_the_budget(budget):
         assert sum(counts[row] for row in rows) <= budget or len(rows) == 1
         if pack + 1 in packs:  # a pack closes only when the next row would not fit
             assert sum(counts[row] for row in rows) + counts[rows[-1] + 1] > budget
+
+
+@pytest.mark.parametrize("most", [1, 12, 13, 20, 50])
+def test_a_balanced_budget_pads_least_with_no_more_packs(most):
+    counts = [3, 0, 4, 7, 1, 1, 2, 12, 5]
+
+    def packs_and_fullest(budget: int) -> tuple[int, int]:
+        packs, offsets = pack_rows(counts, budget)
+        return packs[-1] + 1, max(offset + count for offset, count in zip(offsets, counts))
+
+    n_packs = packs_and_fullest(most)[0]
+    balanced = packs_and_fullest(balanced_budget(counts, most))
+    every_budget = [packs_and_fullest(budget) for budget in range(1, sum(counts) + 1)]  # naive search
+    assert balanced[0] <= n_packs
+    assert balanced[1] == min(fullest for packs, fullest in every_budget if packs <= n_packs)
 
 
 def test_reference_scoring_has_no_values_and_matches_the_policy_scoring(tiny_llama):

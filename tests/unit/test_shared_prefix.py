@@ -1,0 +1,64 @@
+"""Attention behind a prefix held once, against a naive loop over rows, heads and queries."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import StaticCache
+
+from codeplay_lightning.models.shared_prefix import SharedPrefix, forward_behind, run_prefix, shared_prefix_attention
+
+
+def naive_attention(query, key, value, sees, prefix_keys, prefix_values, scaling):
+    """One softmax per (row, head, query) over the prefix and the row's visible own slots."""
+    batch, heads, length, dim = query.shape
+    group = heads // key.shape[1]
+    output = torch.zeros(batch, length, heads, dim)
+    for b in range(batch):
+        for h in range(heads):
+            kv = h // group
+            for q in range(length):
+                keys = [prefix_keys[kv, p] for p in range(prefix_keys.shape[1])]
+                values = [prefix_values[kv, p] for p in range(prefix_keys.shape[1])]
+                keys += [key[b, kv, s] for s in range(key.shape[2]) if sees[b, q, s]]
+                values += [value[b, kv, s] for s in range(key.shape[2]) if sees[b, q, s]]
+                scores = [float(query[b, h, q] @ k) * scaling for k in keys]
+                top = max(scores)
+                weights = [math.exp(score - top) for score in scores]
+                output[b, q, h] = sum(w * v for w, v in zip(weights, values)) / sum(weights)
+    return output
+
+
+@pytest.mark.parametrize("prefix_length", [0, 5])
+@pytest.mark.parametrize("length", [1, 3])
+def test_matches_a_naive_softmax_over_prefix_and_own_slots(prefix_length, length):
+    generator = torch.Generator().manual_seed(0)
+    batch, heads, kv_heads, slots, dim = 3, 4, 2, 6, 8
+    query = torch.randn(batch, heads, length, dim, generator=generator)
+    key, value = (torch.randn(batch, kv_heads, slots, dim, generator=generator) for _ in range(2))
+    sees = torch.rand(batch, length, slots, generator=generator) < 0.5
+    sees[:, :, 0] = True  # every query sees a slot
+    prefix_keys, prefix_values = (torch.randn(kv_heads, prefix_length, dim, generator=generator) for _ in range(2))
+    prefix = SharedPrefix((prefix_keys,), (prefix_values,)) if prefix_length else None
+    ours, _ = shared_prefix_attention(SimpleNamespace(layer_idx=0), query, key, value, sees[:, None], 0.3,
+                                      shared_prefix=prefix)
+    expected = naive_attention(query, key, value, sees, prefix_keys, prefix_values, 0.3)
+    torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_rows_behind_a_prefix_get_the_full_sequences_logits_and_the_attention_is_restored(tiny_llama):
+    ids = torch.randint(3, 40, (2, 9), generator=torch.Generator().manual_seed(1))
+    ids[:, :5] = ids[0, :5]  # two rows sharing a 5-token prefix
+    prefix, last_logits = run_prefix(tiny_llama, ids[0, :5].tolist())
+    assert prefix.length == 5 and len(prefix.keys) == tiny_llama.config.num_hidden_layers
+    cache = StaticCache(config=tiny_llama.config, max_cache_len=4)
+    sees = torch.ones(4, 4, dtype=torch.bool).tril().expand(2, -1, -1)  # (B, q, S): causal over the own slots
+    with torch.no_grad():
+        behind = forward_behind(tiny_llama, prefix, ids[:, 5:], sees, torch.arange(5, 9).expand(2, -1), cache)
+        full = tiny_llama(input_ids=ids).logits
+    torch.testing.assert_close(behind.logits, full[:, 5:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(last_logits, full[0, 4], atol=1e-5, rtol=1e-5)
+    assert tiny_llama.config._attn_implementation == "sdpa"
