@@ -76,8 +76,8 @@ def sample(
     `generators`, one CPU generator per prompt, make the run reproducible: row i draws its random
     numbers from `generators[i]` only, so it samples the same tokens whatever batch it is in.
     Without them the global torch RNG is used. Identical prompts (a Solver's attempts at one
-    puzzle, a Setter's parallel episodes) are prefilled once, and so is the token prefix common to
-    all prompts (the few-shot block). For bf16, load the model in bf16 or call this inside
+    puzzle) are prefilled once, and the token prefix common to all prompts (the few-shot block) is
+    run and held once. For bf16, load the model in bf16 or call this inside
     `torch.autocast`; the log-probs are then those of a forward pass under the same setting.
     """
     if not prompts:
@@ -248,15 +248,13 @@ def _common_prefix_length(sequences: list[list[int]]) -> int:
 
 
 def _new_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCache:
-    """A preallocated cache: a growing one copies itself at every step, which halved the tokens/s at
-    batch 32 with 900-token prompts. Under autocast, RoPE leaves keys in float32 and values in the
-    autocast dtype, while a static layer holds one dtype: both are stored in the autocast dtype, to
-    which attention casts them anyway, so each step reads half the bytes of float32 keys."""
+    """A preallocated cache of the rows' own tokens: a growing one copies itself at every step. It
+    holds float32, the dtype the shared-prefix attention computes in, so that no step converts the
+    whole cache (a static layer holds one dtype; under autocast RoPE leaves keys in float32 and
+    values in bf16). It is small: the prompt's keys and values are held once, outside it."""
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
-    if torch.is_autocast_enabled(model.device.type):
-        dtype = torch.get_autocast_dtype(model.device.type)
-        for layer in cache.layers:
-            layer.update = functools.partial(_update_in_dtype, dtype, layer.update)
+    for layer in cache.layers:
+        layer.update = functools.partial(_update_in_dtype, torch.float32, layer.update)
     return cache
 
 

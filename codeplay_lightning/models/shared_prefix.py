@@ -22,7 +22,7 @@ ATTENTION = "codeplay_shared_prefix"
 
 @dataclass(frozen=True)
 class SharedPrefix:
-    """The prefix's keys and values, one (H_kv, P, D) tensor per layer."""
+    """The prefix's keys and values, one (H_kv, P, D) float32 tensor per layer."""
 
     keys: tuple[torch.Tensor, ...]
     values: tuple[torch.Tensor, ...]
@@ -33,18 +33,13 @@ class SharedPrefix:
 
 
 def run_prefix(model: PreTrainedModel, prefix_ids: list[int]) -> tuple[SharedPrefix, torch.Tensor]:
-    """The prefix's keys and values, and the logits (V,) in float32 after its last token. Under
-    autocast they are kept in the autocast dtype, as the KV cache keeps the rows' own."""
+    """The prefix's keys and values, kept in float32 (the attention's dtype), and the logits (V,) in
+    float32 after its last token."""
     cache = DynamicCache(config=model.config)
     output = model(input_ids=torch.tensor([prefix_ids], device=model.device), past_key_values=cache, use_cache=True,
                    logits_to_keep=1)
-    device = model.device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-    def kept(states: torch.Tensor) -> torch.Tensor:  # (1, H_kv, P, D) -> (H_kv, P, D)
-        return states[0].to(dtype) if dtype else states[0]
-
-    prefix = SharedPrefix(tuple(kept(layer.keys) for layer in cache.layers),
-                          tuple(kept(layer.values) for layer in cache.layers))
+    prefix = SharedPrefix(tuple(layer.keys[0].float() for layer in cache.layers),
+                          tuple(layer.values[0].float() for layer in cache.layers))
     return prefix, output.logits[0, -1].float()
 
 
@@ -86,8 +81,8 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
         if shared_prefix is None:
             output = own_scores.mul(scaling).softmax(-1) @ value.float()
         else:
-            prefix_keys = shared_prefix.keys[module.layer_idx].float()  # (H_kv, P, D)
-            prefix_values = shared_prefix.values[module.layer_idx].float()
+            prefix_keys = shared_prefix.keys[module.layer_idx]  # (H_kv, P, D)
+            prefix_values = shared_prefix.values[module.layer_idx]
             across = grouped.transpose(0, 1).reshape(kv_heads, batch * rows, dim)  # (H_kv, B G q, D): one product
             prefix_scores = (across @ prefix_keys.transpose(1, 2)).view(kv_heads, batch, rows, -1).transpose(0, 1)
             weights = torch.cat([prefix_scores, own_scores], dim=-1).mul(scaling).softmax(-1)  # (B, H_kv, G q, P + S)
