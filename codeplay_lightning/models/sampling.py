@@ -254,13 +254,13 @@ def _new_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCache:
     values in bf16). It is small: the prompt's keys and values are held once, outside it."""
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
     for layer in cache.layers:
-        layer.update = functools.partial(_update_in_dtype, torch.float32, layer.update)
+        layer.update = functools.partial(_update_in_float32, layer.update)
     return cache
 
 
-def _update_in_dtype(dtype: torch.dtype, update, key_states: torch.Tensor, value_states: torch.Tensor, *args,
-                     **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-    return update(key_states.to(dtype), value_states.to(dtype), *args, **kwargs)
+def _update_in_float32(update, key_states: torch.Tensor, value_states: torch.Tensor, *args,
+                       **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    return update(key_states.float(), value_states.float(), *args, **kwargs)
 
 
 def pick_tokens(

@@ -105,8 +105,8 @@ class SetterPPOModule(L.LightningModule):
         too. `model` (the reference) scores without a value head (values None).
 
         The prompt runs once, at batch 1, and the rows' actions run behind it packed into equally full
-        sequences of at most about PACK_TOKENS tokens, each token attending to the prompt and to its own row's earlier
-        actions only: the same result as one full forward per row over prompt + actions, gradient
+        sequences of at most about PACK_TOKENS tokens, each token attending to the prompt and to its own
+        row's earlier actions only: the same result as one full forward per row over prompt + actions, gradient
         included (the prompt's keys and values depend on the weights and stay in the graph), padding
         only at the ends of packs, and the vocabulary-wide tensors only at real tokens. Packs, not one
         sequence: attention's work grows with the pack's length times the prompt's plus its own."""
@@ -123,8 +123,9 @@ class SetterPPOModule(L.LightningModule):
         feeds = torch.arange(mask.shape[1], device=mask.device) < (lengths - 1)[:, None]  # (B, T)
         if feeds.any():
             counts = (lengths - 1).clamp(min=0)  # (B,) fed tokens per row
+            fed = counts.tolist()
             row_packs, row_offsets = (torch.tensor(column, device=mask.device)  # (B,) each
-                                      for column in pack_rows(counts.tolist(), balanced_budget(counts.tolist(), PACK_TOKENS)))
+                                      for column in pack_rows(fed, balanced_budget(fed, PACK_TOKENS)))
             n_packs, pack_length = int(row_packs[-1]) + 1, int((row_offsets + counts).max())
             positions = feeds.long().cumsum(dim=1)[feeds] - 1  # (Q,): each fed token's place in its row
             segments = torch.arange(batch, device=mask.device).repeat_interleave(counts)  # (Q,)
