@@ -24,7 +24,7 @@ import numpy as np
 from codeplay_lightning.cwm import planners
 from codeplay_lightning.cwm.envs import ENVS, make
 from codeplay_lightning.cwm.oracle import TrueModel
-from codeplay_lightning.cwm.transitions import Transitions, observation_row
+from codeplay_lightning.cwm.transitions import Transitions, play
 
 RANDOM_EPISODES = BETTER_EPISODES = 5
 CONTINUOUS_STEPS = 100
@@ -82,19 +82,11 @@ def build(out_dir: Path, env_ids: list[str], seed: int) -> list[dict]:
 
 def _episode(env, policy, reset_seed: int, rng: np.random.Generator, cap: int, episode: int, split: str) -> list:
     """One episode's transitions as (obs, action, next obs, reward, terminated, truncated, episode, split)."""
-    observation, _ = env.reset(seed=reset_seed)
-    rows, plan = [], []
-    for step in range(cap):
-        if not plan:
-            plan = policy(env, observation_row(observation), rng)
-        action = plan.pop(0)
-        next_observation, reward, terminated, truncated, _ = env.step(action)
+    rows = []
+    for step, (row, action, next_row, reward, terminated, truncated) in enumerate(
+            play(env, lambda env, row, _: policy(env, row, rng), reset_seed, cap)):
         truncated = (truncated or step + 1 == cap) and not terminated
-        rows.append((observation_row(observation), action, observation_row(next_observation), float(reward),
-                     terminated, truncated, episode, split))
-        if terminated or truncated:
-            break
-        observation = next_observation
+        rows.append((row, action, next_row, reward, terminated, truncated, episode, split))
     return rows
 
 

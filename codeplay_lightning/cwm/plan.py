@@ -28,7 +28,7 @@ import numpy as np
 from codeplay_lightning.cwm import harness, planners
 from codeplay_lightning.cwm.envs import ENVS, make
 from codeplay_lightning.cwm.oracle import TrueModel
-from codeplay_lightning.cwm.transitions import observation_row
+from codeplay_lightning.cwm.transitions import play
 from codeplay_lightning.execution import Call, Sandbox
 
 PLAN_ENTRY = "_codeplay_plan"
@@ -198,15 +198,8 @@ def episode_steps(env_id: str, settings: PlanningSettings) -> int:
 def run_episode(env_id: str, policy: Policy, seed: int, max_steps: int) -> float:
     """The undiscounted return of one episode from `env.reset(seed=seed)`, to termination or `max_steps`."""
     env = make(env_id)
-    observation, _ = env.reset(seed=seed)
-    total, steps, plan = 0.0, 0, []
-    while steps < max_steps:
-        if not plan:
-            plan = policy(env, observation_row(observation), seed * 100_003 + steps)
-        observation, reward, terminated, truncated, _ = env.step(plan.pop(0))
-        total, steps = total + float(reward), steps + 1
-        if terminated or truncated:
-            break
+    steps = play(env, lambda env, row, step: policy(env, row, seed * 100_003 + step), seed, max_steps)
+    total = sum((reward for _, _, _, reward, _, _ in steps), 0.0)
     env.close()
     return total
 

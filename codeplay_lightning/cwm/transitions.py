@@ -7,6 +7,7 @@ format, which is what a Code World Model's `set_state` receives and what its `st
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,23 @@ class Transitions:
 def observation_row(observation) -> np.ndarray:
     """An observation in any of the environments' formats as a row of float64 (`Transitions`' form)."""
     return np.asarray(observation, dtype=np.float64).ravel()
+
+
+def play(env, plan_from: Callable[[object, np.ndarray, int], list], reset_seed: int, max_steps: int) -> Iterator[tuple]:
+    """The steps of one episode from `env.reset(seed=reset_seed)` as (observation row, action, next
+    observation row, reward, terminated, truncated), to termination, truncation or `max_steps`.
+    `plan_from(env, observation row, step)` gives actions, each plan played out before the next is asked."""
+    observation, _ = env.reset(seed=reset_seed)
+    plan: list = []
+    for step in range(max_steps):
+        row = observation_row(observation)
+        if not plan:
+            plan = plan_from(env, row, step)
+        action = plan.pop(0)
+        observation, reward, terminated, truncated, _ = env.step(action)
+        yield row, action, observation_row(observation), float(reward), terminated, truncated
+        if terminated or truncated:
+            return
 
 
 _ARRAYS = ("observations", "actions", "next_observations", "rewards", "terminated", "truncated", "episodes",
