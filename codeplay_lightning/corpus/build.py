@@ -3,8 +3,10 @@
 A pair is kept only when the reference `g` passes and every corruption of its answer fails: the
 type's empty value (0, 0.0, "", []) and one perturbation (an int or float plus 1, a string with one
 character more, a list with its last element dropped). A family whose `f` accepts those is too loose
-to teach anything. Splits: the families in `HELDOUT_FAMILIES` are held out whole; of the others, every
-`HELDOUT_INSTANCE_EVERY`-th instance is held out, so both kinds of generalisation can be measured.
+to teach anything. An instance whose answer is a natural number also gets its enumerating solution
+(`enumeration.py`) as a second `sol_body` when that passes too. Splits: the families in
+`HELDOUT_FAMILIES` are held out whole; of the others, every `HELDOUT_INSTANCE_EVERY`-th instance is held
+out, so both kinds of generalisation can be measured.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from codeplay_lightning.corpus.enumeration import enumerating_solution
 from codeplay_lightning.corpus.family import GRADES, Family
 from codeplay_lightning.execution import Program, Sandbox
 from codeplay_lightning.puzzles.parsing import answer_type
@@ -43,6 +46,7 @@ class Instance:
     g: str
     ans_type: str
     split: str = "train"
+    enumerating_g: str = ""  # a second solution, when f's answer is a natural number it reaches in time
 
     def puzzle(self, name: str) -> Puzzle:
         return Puzzle(name=name, f=self.f, solutions=(self.g,), ans_type=self.ans_type)
@@ -99,6 +103,18 @@ def verify(instances: Sequence[Instance], sandbox: Sandbox) -> list[bool]:
     return good
 
 
+def with_enumerations(instances: Sequence[Instance], sandbox: Sandbox) -> list[Instance]:
+    """The instances, each with its enumerating solution when there is one and it passes."""
+    candidates = [(index, enumerating_solution(instance.f)) for index, instance in enumerate(instances)]
+    candidates = [(index, g) for index, g in candidates if g is not None]
+    verdicts = sandbox.verify([Program(instances[index].f, g, instances[index].ans_type) for index, g in candidates])
+    out = list(instances)
+    for (index, g), verdict in zip(candidates, verdicts, strict=True):
+        if verdict.passed:
+            out[index] = dataclasses.replace(out[index], enumerating_g=g)
+    return out
+
+
 def split(instances: Sequence[Instance], heldout_families: set[str]) -> list[Instance]:
     """The instances with their split set (see the module docstring)."""
     out, per_family = [], Counter()
@@ -115,9 +131,10 @@ def split(instances: Sequence[Instance], heldout_families: set[str]) -> list[Ins
 def p3_entry(instance: Instance, index: int) -> dict:
     """The instance as a P3 `puzzles.json` entry (`sat`/`sol`), with its family, topic, grade and split."""
     header, _, body = instance.g.partition("\n")
+    bodies = [body, instance.enumerating_g.partition("\n")[2]] if instance.enumerating_g else [body]
     return {"name": f"{instance.family}:{index}", "sat": "def sat" + instance.f.removeprefix("def f"),
             "ans_type": instance.ans_type, "sol_header": "def sol" + header.removeprefix("def g"),
-            "sol_docstring": "", "sol_bodies": [body], "family": instance.family, "topic": instance.topic,
+            "sol_docstring": "", "sol_bodies": bodies, "family": instance.family, "topic": instance.topic,
             "grade": instance.grade, "split": instance.split}
 
 
@@ -137,4 +154,5 @@ def build_corpus(families: Sequence[Family], heldout_families: set[str], n: int,
                 lost[instance.family] += 1
         if sum(lost.values()) > n:
             raise ValueError(f"more than {n} drawn instances failed verification; most: {lost.most_common(3)}")
+    kept = with_enumerations(kept, sandbox)
     return [p3_entry(instance, index) for index, instance in enumerate(split(kept, heldout_families))], lost

@@ -17,7 +17,7 @@ from codeplay_lightning.puzzles import Puzzle, in_classes, load_p3, load_p3_spli
 
 
 def training_puzzles(paths: Sequence[str | Path], p3_split: str | Path | None = None) -> list[Puzzle]:
-    """One puzzle per (f, reference g) from each file. Our corpus JSON: its `train` split only. P3's
+    """One puzzle per (f, g) from each file. Our corpus JSON: its `train` split only. P3's
     `puzzles.json`: only the classes of the train split of `p3_split` (required: P3's test split is
     for evaluation). JSONL of `{f, g}`: every line with a g; a line that is not a puzzle is an error."""
     puzzles: list[Puzzle] = []
@@ -35,7 +35,9 @@ def training_puzzles(paths: Sequence[str | Path], p3_split: str | Path | None = 
                                  "only its train split is trained on")
             else:
                 chosen = in_classes(available, load_p3_split(p3_split)["train"])
-            puzzles += [Puzzle(p.name, p.f, (g,), p.ans_type) for p in chosen for g in p.solutions[:1]]
+            # Our corpus: each of an instance's solutions (its family's and the enumerating one); P3: the first.
+            puzzles += [Puzzle(p.name, p.f, (g,), p.ans_type) for p in chosen
+                        for g in (p.solutions if splits else p.solutions[:1])]
         else:
             for entry in read_puzzle_file(path):
                 if entry.problem or entry.g is None:
