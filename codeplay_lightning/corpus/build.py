@@ -105,8 +105,8 @@ def verify(instances: Sequence[Instance], sandbox: Sandbox) -> list[bool]:
 
 def with_enumerations(instances: Sequence[Instance], sandbox: Sandbox) -> list[Instance]:
     """The instances, each with its enumerating solution when there is one and it passes."""
-    candidates = [(index, enumerating_solution(instance.f)) for index, instance in enumerate(instances)]
-    candidates = [(index, g) for index, g in candidates if g is not None]
+    candidates = [(index, g) for index, instance in enumerate(instances)
+                  if (g := enumerating_solution(instance.f)) is not None]
     verdicts = sandbox.verify([Program(instances[index].f, g, instances[index].ans_type) for index, g in candidates])
     out = list(instances)
     for (index, g), verdict in zip(candidates, verdicts, strict=True):

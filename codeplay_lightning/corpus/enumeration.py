@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import ast
 
+from codeplay_lightning.puzzles.parsing import answer_type
+from codeplay_lightning.puzzles.puzzle import Puzzle
+
 ENUMERATION_BOUND = "10 ** 6"
 
 
@@ -21,8 +24,7 @@ def enumerating_solution(f: str) -> str | None:
     if not isinstance(function, ast.FunctionDef):
         return None
     parameters = function.args.args
-    if (len(parameters) != 1
-            or ast.unparse(parameters[0].annotation or ast.Pass()) != "int"
+    if (len(parameters) != 1 or answer_type(Puzzle("f", f)) != "int"
             or not isinstance(function.body[-1], ast.Return) or function.body[-1].value is None):
         return None
     name, lines, body = parameters[0].arg, f.splitlines(), function.body[:-1]
