@@ -85,11 +85,13 @@ def plan(preset: str, configs: Path, overrides: list[str]) -> Step:
 
 
 def completed_iterations(checkpoint: Path) -> int:
-    """Lightning's `epoch` in `last.ckpt`: the PPO iterations finished when it was saved."""
+    """The PPO iterations finished when `last.ckpt` was saved: the fit loop's processed epochs (its
+    `epoch` field lags by one in a checkpoint written at an iteration's end)."""
     import torch
 
     try:
-        return int(torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)["epoch"])
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
+        return int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
     except Exception as error:  # noqa: BLE001 - any way of being unreadable
         raise ValueError(f"checkpoint {checkpoint} is unreadable ({type(error).__name__}): "
                          "move its run away, then sweep again") from None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
@@ -76,14 +76,30 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
             accelerator=config.trainer.accelerator, devices=config.trainer.devices, strategy=config.trainer.strategy,
             logger=logger, log_every_n_steps=1, num_sanity_val_steps=0, use_distributed_sampler=False,
             gradient_clip_val=config.ppo.max_grad_norm, accumulate_grad_batches=config.ppo.accumulate_grad_batches,
-            callbacks=[rollout, RichProgressBar(),
-                       ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0), *callbacks],
+            callbacks=[rollout, RichProgressBar(), IterationCheckpoint(run_dir / "checkpoints" / "last.ckpt"),
+                       *callbacks],
         )
         if trainer.global_rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
             (run_dir / "config.yaml").write_text(to_yaml(config))
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
     return run_dir
+
+
+class IterationCheckpoint(Checkpoint):
+    """Writes `last.ckpt` after every PPO iteration, so a crash loses at most the iteration under way.
+    (`ModelCheckpoint(save_last=True, save_top_k=0)` writes `last` only when fit ends, and never a
+    step-less run such as the `none` preset's before then.) Being a `Checkpoint`, it runs after
+    every other epoch-end hook, so the iteration's puzzles and logs are on disk first."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        # under DDP rank 0's progress bar has all-reduced the epoch's metrics (sync_dist): the other
+        # ranks join those all-reduces here, before the checkpoint's own collectives, or they hang
+        _ = trainer.callback_metrics
+        trainer.save_checkpoint(self.path)  # written to a temporary file, then moved over the old one
 
 
 def _trainable(policy, config: TrainConfig):

@@ -55,6 +55,14 @@ class RolloutCallback(L.Callback):
         if self.config.solver.llm != "frozen" and isinstance(self.solver.llm, HFLLM):
             self.solver.llm.model.to(trainer.strategy.root_device)  # a Solver LM of its own samples beside the policy
 
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        """On resuming after a crash, forget the logs of the iteration that did not finish: the
+        checkpoint is from the end of the one before, and the unfinished one is sampled again."""
+        if trainer.global_rank == 0:
+            run_dir = Path(trainer.logger.log_dir)
+            _keep_records(run_dir / "puzzles.jsonl", lambda record: record["index"] <= self.puzzles_generated)
+            _keep_records(run_dir / "iterations.jsonl", lambda record: record["iteration"] < trainer.current_epoch)
+
     def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         clock = _Clock()
         sandbox_before = self.solver.sandbox.busy_seconds
@@ -146,6 +154,18 @@ class RolloutCallback(L.Callback):
         self.puzzles_generated = state["puzzles_generated"]
         for name, values in state["recent"].items():
             self.recent[name].extend(values)
+
+
+def _keep_records(path: Path, keep) -> None:
+    """Rewrites the JSON-lines file `path` (if any) with only the records `keep` accepts."""
+    if not path.is_file():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if keep(json.loads(line))]
+    if len(kept) < len(lines):
+        partial = path.with_suffix(".partial")
+        partial.write_text("".join(kept))
+        partial.replace(path)
 
 
 class _Clock:

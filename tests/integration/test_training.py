@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, ScriptedLLM, answer_by_puzzle, stream_llama
@@ -19,6 +20,7 @@ from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.setter import rollout_callback
 from codeplay_lightning.setter.rollout import Episode, rank_share
+from codeplay_lightning.sweep import completed_iterations
 from codeplay_lightning.train import train
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -115,7 +117,8 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
         assert not puzzle["valid"] and puzzle["R_d"] == -1
         assert puzzle["R"] == pytest.approx(puzzle["R_d"] + puzzle["R_n"])
     checkpoint = load_checkpoint(run_dir)
-    assert checkpoint["epoch"] == 2 and checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
+    assert completed_iterations(run_dir / "checkpoints" / "last.ckpt") == 2
+    assert checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
     archive = checkpoint["ArchiveDataModule"]["archive"]
     assert archive["texts"] == [p["puzzle"] for p in puzzles]
     tags = scalar_tags(run_dir)
@@ -189,6 +192,35 @@ def test_resume_continues_exactly(tmp_path, stream_model, char_tokenizer):
     adam_a, adam_b = a["optimizer_states"][0]["state"], b["optimizer_states"][0]["state"]
     for key in adam_a:
         torch.testing.assert_close(adam_b[key]["exp_avg_sq"], adam_a[key]["exp_avg_sq"])
+
+
+class KilledAt(L.Callback):
+    """Kills the run as its `iteration` begins, as a crash would."""
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if trainer.current_epoch == self.iteration:
+            raise RuntimeError("killed")
+
+
+def test_a_crash_keeps_every_finished_iteration(tmp_path, stream_model, char_tokenizer):
+    straight = run(tmp_path / "straight", stream_model, char_tokenizer, "trainer.iterations=4")
+    config = tiny_config(tmp_path / "crashed", "trainer.iterations=4")
+    with pytest.raises(RuntimeError, match="killed"):
+        train(config, policy=copy.deepcopy(stream_model), tokenizer=char_tokenizer, callbacks=[KilledAt(2)])
+    crashed = tmp_path / "crashed" / "smoke" / "version_0"
+    assert completed_iterations(crashed / "checkpoints" / "last.ckpt") == 2
+    assert {p["iteration"] for p in read_puzzles(crashed)} == {0, 1, 2}  # 2 was logged, then the crash
+    resumed = run(tmp_path / "crashed", stream_model, char_tokenizer, "trainer.iterations=4", resume="auto")
+    assert resumed == crashed and read_puzzles(resumed) == read_puzzles(straight)  # 2's first sample forgotten
+    iterations = [json.loads(line)["iteration"] for line in (resumed / "iterations.jsonl").read_text().splitlines()]
+    assert iterations == [0, 1, 2, 3]
+    a, b = load_checkpoint(straight), load_checkpoint(resumed)
+    assert completed_iterations(straight / "checkpoints" / "last.ckpt") == 4
+    for name, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][name], value)
 
 
 def test_corrupt_checkpoint_is_a_clear_error(tmp_path, stream_model, char_tokenizer):
@@ -299,7 +331,7 @@ def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model,
     assert not llm.chat  # the char tokenizer has no chat template
     assert llm.sampling == SamplingConfig(24, 0.8, 1.0, ())  # solver.max_new_tokens etc., no stop strings
     assert llm.batches == [3, 2, 1] * 2  # per iteration: every search's call, then the unsolved ones'
-    assert load_checkpoint(run_dir)["epoch"] == 2
+    assert completed_iterations(run_dir / "checkpoints" / "last.ckpt") == 2
 
 
 def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_tokenizer, valid_puzzles):
@@ -314,7 +346,7 @@ def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_to
     for puzzle in puzzles:  # random characters solve nothing, but D may only be calls-to-solution or None
         assert puzzle["D"] is None or puzzle["D"] in range(1, attempts + 1)
         assert (puzzle["R_d"] == -1) == (puzzle["D"] is None)
-    assert load_checkpoint(run_dir)["epoch"] == 2
+    assert completed_iterations(run_dir / "checkpoints" / "last.ckpt") == 2
 
 
 class CoinLLM(ScriptedLLM):

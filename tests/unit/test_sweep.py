@@ -11,7 +11,7 @@ import torch
 from codeplay_lightning import sweep as sweep_module
 from codeplay_lightning.cli import main
 from codeplay_lightning.config import load_config, to_yaml
-from codeplay_lightning.sweep import sweep
+from codeplay_lightning.sweep import completed_iterations, sweep
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 PER_ITERATION = 3  # puzzles the fake logs per iteration
@@ -32,7 +32,7 @@ class FakeTrainer:
         run_dir = Path(config.trainer.run_root) / config.name / "version_0"
         if resume is None:
             assert not run_dir.parent.exists() or not any(run_dir.parent.iterdir()), "the logger would pick version_1"
-        start = torch.load(resume)["epoch"] if resume else 0
+        start = completed_iterations(resume) if resume else 0
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(to_yaml(config))
         for iteration in range(start, config.trainer.iterations):
@@ -46,7 +46,8 @@ class FakeTrainer:
                     handle.write(json.dumps({"iteration": iteration, "index": index, "puzzle": f"p{index}",
                                              "valid": True, "reason": "", "D": 1.0, "R_d": 0.0, "R_n": 0.5,
                                              "R": 0.5}) + "\n")
-            torch.save({"epoch": iteration + 1}, run_dir / "checkpoints" / "last.ckpt")
+            finished = {"fit_loop": {"epoch_progress": {"current": {"processed": iteration + 1}}}}
+            torch.save({"epoch": iteration, "loops": finished}, run_dir / "checkpoints" / "last.ckpt")
 
 
 def run_sweep(tmp_path: Path, trainer: FakeTrainer, presets=("none", "product")) -> dict:
