@@ -63,6 +63,10 @@ def load_checkpoint(run_dir: Path) -> dict:
     return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
 
 
+def finished_iterations(run_dir: Path) -> int:
+    return completed_iterations(run_dir / "checkpoints" / "last.ckpt")
+
+
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_config_file_loads_and_validates(path):
     config = load_config([path])
@@ -117,7 +121,7 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
         assert not puzzle["valid"] and puzzle["R_d"] == -1
         assert puzzle["R"] == pytest.approx(puzzle["R_d"] + puzzle["R_n"])
     checkpoint = load_checkpoint(run_dir)
-    assert completed_iterations(run_dir / "checkpoints" / "last.ckpt") == 2
+    assert finished_iterations(run_dir) == 2
     assert checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
     archive = checkpoint["ArchiveDataModule"]["archive"]
     assert archive["texts"] == [p["puzzle"] for p in puzzles]
@@ -211,14 +215,14 @@ def test_a_crash_keeps_every_finished_iteration(tmp_path, stream_model, char_tok
     with pytest.raises(RuntimeError, match="killed"):
         train(config, policy=copy.deepcopy(stream_model), tokenizer=char_tokenizer, callbacks=[KilledAt(2)])
     crashed = tmp_path / "crashed" / "smoke" / "version_0"
-    assert completed_iterations(crashed / "checkpoints" / "last.ckpt") == 2
+    assert finished_iterations(crashed) == 2
     assert {p["iteration"] for p in read_puzzles(crashed)} == {0, 1, 2}  # 2 was logged, then the crash
     resumed = run(tmp_path / "crashed", stream_model, char_tokenizer, "trainer.iterations=4", resume="auto")
     assert resumed == crashed and read_puzzles(resumed) == read_puzzles(straight)  # 2's first sample forgotten
     iterations = [json.loads(line)["iteration"] for line in (resumed / "iterations.jsonl").read_text().splitlines()]
     assert iterations == [0, 1, 2, 3]
     a, b = load_checkpoint(straight), load_checkpoint(resumed)
-    assert completed_iterations(straight / "checkpoints" / "last.ckpt") == 4
+    assert finished_iterations(straight) == 4
     for name, value in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][name], value)
 
@@ -331,7 +335,7 @@ def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model,
     assert not llm.chat  # the char tokenizer has no chat template
     assert llm.sampling == SamplingConfig(24, 0.8, 1.0, ())  # solver.max_new_tokens etc., no stop strings
     assert llm.batches == [3, 2, 1] * 2  # per iteration: every search's call, then the unsolved ones'
-    assert completed_iterations(run_dir / "checkpoints" / "last.ckpt") == 2
+    assert finished_iterations(run_dir) == 2
 
 
 def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_tokenizer, valid_puzzles):
@@ -346,7 +350,7 @@ def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_to
     for puzzle in puzzles:  # random characters solve nothing, but D may only be calls-to-solution or None
         assert puzzle["D"] is None or puzzle["D"] in range(1, attempts + 1)
         assert (puzzle["R_d"] == -1) == (puzzle["D"] is None)
-    assert completed_iterations(run_dir / "checkpoints" / "last.ckpt") == 2
+    assert finished_iterations(run_dir) == 2
 
 
 class CoinLLM(ScriptedLLM):
