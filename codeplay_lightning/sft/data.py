@@ -48,23 +48,26 @@ def training_puzzles(paths: Sequence[str | Path], p3_split: str | Path | None = 
     return puzzles
 
 
-def pack(tokenizer, puzzles: Sequence[Puzzle], block: int, seed: int) -> list[list[int]]:
+def pack(tokenizer, puzzles: Sequence[Puzzle], block: int, seed: int) -> tuple[list[list[int]], int]:
     """Token sequences of at most `block` tokens, each the prompt text of consecutive puzzles of a
-    seeded shuffle. A puzzle too long for a block on its own is an error."""
+    seeded shuffle, and how many puzzles were left out because alone they exceed a block (a few of
+    P3's, whose constants run to thousands of tokens)."""
     order = list(puzzles)
     random.Random(seed).shuffle(order)
     sequences: list[list[int]] = []
     run: list[Puzzle] = []
+    too_long = 0
     for puzzle in order:
+        if len(_ids(tokenizer, [puzzle])) > block:
+            too_long += 1
+            continue
         if run and len(_ids(tokenizer, [*run, puzzle])) > block:
             sequences.append(_ids(tokenizer, run))
             run = []
         run.append(puzzle)
-        if len(run) == 1 and len(_ids(tokenizer, run)) > block:
-            raise ValueError(f"puzzle {puzzle.name!r} alone is longer than the block of {block} tokens")
     if run:
         sequences.append(_ids(tokenizer, run))
-    return sequences
+    return sequences, too_long
 
 
 def _ids(tokenizer, run: Sequence[Puzzle]) -> list[int]:

@@ -61,9 +61,10 @@ def fine_tune(sources: Sequence[str], model_spec: str, out: str | Path, config: 
         from codeplay_lightning.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(model_spec)
-    sequences = pack(tokenizer, puzzles, config.block, config.seed)
-    log.info("sft: %d puzzles packed into %d sequences of at most %d tokens (%d tokens)", len(puzzles),
-             len(sequences), config.block, sum(map(len, sequences)))
+    sequences, too_long = pack(tokenizer, puzzles, config.block, config.seed)
+    log.info("sft: %d puzzles packed into %d sequences of at most %d tokens (%d tokens); %d puzzles longer "
+             "than a block left out", len(puzzles) - too_long, len(sequences), config.block,
+             sum(map(len, sequences)), too_long)
     if config.lora_rank:
         from peft import LoraConfig, get_peft_model
 
@@ -88,7 +89,7 @@ def fine_tune(sources: Sequence[str], model_spec: str, out: str | Path, config: 
     seconds = time.perf_counter() - started
     _save(model, tokenizer, out, model_spec if config.lora_rank else None)
     record = {"model": model_spec, "sources": [str(s) for s in sources], "config": asdict(config),
-              "puzzles": len(puzzles), "sequences": len(sequences), "steps": trainer.global_step,
+              "puzzles": len(puzzles) - too_long, "too_long": too_long, "sequences": len(sequences), "steps": trainer.global_step,
               "final_loss": float(trainer.callback_metrics.get("sft/loss", float("nan"))),
               "seconds": round(seconds, 1)}
     (out / "sft.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 from codeplay_lightning.corpus import FAMILIES
 from codeplay_lightning.corpus.build import draw, p3_entry
 from codeplay_lightning.models import load_causal_lm
+from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.sft import SFTConfig, fine_tune
 from codeplay_lightning.sft.data import pack, training_puzzles
 from codeplay_lightning.sft.module import SFTModule
@@ -39,7 +40,8 @@ def mean_loss(model, tokenizer, sequences) -> float:
 def test_sft_lowers_the_loss_and_writes_a_loadable_model(tmp_path, corpus_file, tiny_llama, char_tokenizer):
     puzzles = training_puzzles([corpus_file])
     assert len(puzzles) == 23  # the train split only
-    sequences = pack(char_tokenizer, puzzles, SMALL["block"], seed=0)
+    sequences, too_long = pack(char_tokenizer, puzzles, SMALL["block"], seed=0)
+    assert too_long == 0
     before = mean_loss(tiny_llama, char_tokenizer, sequences)
     out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(**SMALL),
                     model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
@@ -102,3 +104,14 @@ def test_a_p3_file_needs_its_split(tmp_path):
     mixed.write_text(json.dumps([entries[0] | {"split": "train"}, entries[0] | {"name": "A:1"}]))
     with pytest.raises(ValueError, match="some entries have a split"):
         training_puzzles([mixed])
+
+
+def test_packing_keeps_every_puzzle_once_but_leaves_out_a_puzzle_longer_than_a_block(corpus_file, char_tokenizer):
+    puzzles = training_puzzles([corpus_file])
+    huge = Puzzle("huge", "def f(x: int):\n    return x == " + "9" * 500, ("def g():\n    return 0",), "int")
+    sequences, too_long = pack(char_tokenizer, [*puzzles, huge], SMALL["block"], seed=0)
+    assert too_long == 1
+    assert all(len(sequence) <= SMALL["block"] for sequence in sequences)
+    # Every other puzzle is packed exactly once, whole.
+    packed_text = "".join(char_tokenizer.decode(sequence) for sequence in sequences)
+    assert all(packed_text.count(puzzle.f) == 1 for puzzle in puzzles) and huge.f not in packed_text
