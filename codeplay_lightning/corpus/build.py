@@ -1,5 +1,7 @@
 """Building the corpus: draw instances from every family, verify each in the sandbox, deduplicate, split.
 
+A drawn `f` gets P3's signature: its leading constants become default arguments (`signature.py`).
+
 A pair is kept only when the reference `g` passes and every corruption of its answer fails: the
 type's empty value (0, 0.0, "", []) and one perturbation (an int or float plus 1, a string with one
 character more, a list with its last element dropped). A family whose `f` accepts those is too loose
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from codeplay_lightning.corpus.enumeration import enumerating_solution
 from codeplay_lightning.corpus.family import GRADES, Family
+from codeplay_lightning.corpus.signature import constants_as_defaults
 from codeplay_lightning.execution import Program, Sandbox
 from codeplay_lightning.puzzles.parsing import answer_type
 from codeplay_lightning.puzzles.puzzle import Puzzle
@@ -61,8 +64,8 @@ def corruptions(g: str, ans_type: str) -> list[str]:
 
 def draw(families: Sequence[Family], seed: int) -> Iterator[Instance]:
     """Distinct instances without end, round-robin over the families and grades, each from its own
-    rng seeded by (seed, family, slot, attempt): the same families and seed give the same instances.
-    Unverified."""
+    rng seeded by (seed, family, slot, attempt), in P3's signature: the same families and seed give the
+    same instances. Unverified."""
     seen: set[str] = set()
     fruitless = 0  # slots in a row whose draws all repeated an earlier instance
     for slot in itertools.count():
@@ -72,6 +75,7 @@ def draw(families: Sequence[Family], seed: int) -> Iterator[Instance]:
         grade = GRADES[(slot // len(families)) % len(GRADES)]
         for attempt in range(DRAWS_PER_INSTANCE):
             f, g = family.make(random.Random(f"{seed}/{family.name}/{slot}/{attempt}"), grade)
+            f = constants_as_defaults(f)
             normalised = " ".join(f.split())
             if normalised not in seen:
                 seen.add(normalised)

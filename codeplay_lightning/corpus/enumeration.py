@@ -1,8 +1,8 @@
 """A second, general solution for puzzles over the natural numbers: try 0, 1, 2, ... against f's own test.
 
 A family's reference `g` teaches that family's method; this one teaches a method that carries over to
-puzzles never seen. `enumerating_solution(f)` writes it from f's text alone: the statements of f that
-do not read the answer come first, then a loop over `range(ENUMERATION_BOUND)` that runs the rest of
+puzzles never seen. `enumerating_solution(f)` writes it from f's text alone: f's default arguments as
+assignments and the statements of f that do not read the answer come first, then a loop over `range(ENUMERATION_BOUND)` that runs the rest of
 f's body and returns the first number for which f's final expression holds. The loop costs as many
 steps as the answer is large, so the corpus keeps it only when it passes in the sandbox's time limit.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from codeplay_lightning.corpus.signature import rebound, source_on_one_line
 from codeplay_lightning.puzzles.parsing import answer_type
 from codeplay_lightning.puzzles.puzzle import Puzzle
 
@@ -18,42 +19,32 @@ ENUMERATION_BOUND = "10 ** 6"
 
 
 def enumerating_solution(f: str) -> str | None:
-    """The enumerating `g` for an `f` whose one parameter is an `int` and whose body ends in `return`;
-    None for any other `f`."""
+    """The enumerating `g` for an `f` whose answer is an `int`, whose other parameters all have defaults
+    and whose body ends in `return`; None for any other `f`."""
     function = ast.parse(f).body[0]
     if not isinstance(function, ast.FunctionDef):
         return None
-    parameters = function.args.args
-    if (len(parameters) != 1 or answer_type(Puzzle("f", f)) != "int"
+    parameters, defaults = function.args.args, function.args.defaults
+    if (len(defaults) != len(parameters) - 1 or answer_type(Puzzle("f", f)) != "int"
             or not isinstance(function.body[-1], ast.Return) or function.body[-1].value is None):
         return None
     name, lines, body = parameters[0].arg, f.splitlines(), function.body[:-1]
-    bound = [_names_bound(statement) for statement in body]
+    bound = [rebound([statement]) for statement in body]
     if any(name in names for names in bound):
         return None  # f changes its argument: the loop could not return the number it tried
     before, inside = [], []
+    for parameter, default in zip(parameters[1:], defaults, strict=True):
+        # A default the body changes must start afresh for every number tried, as on every call of f.
+        (inside if parameter.arg in rebound(body) else before).append(
+            f"    {parameter.arg} = {source_on_one_line(lines, default)}")
     for index, statement in enumerate(body):
         text = lines[statement.lineno - 1: statement.end_lineno]
         reads_answer = any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(statement))
         rebound_later = any(bound[index] & later for later in bound[index + 1:])
         # Once one statement stays in the loop, the rest may depend on it: they stay there too.
         (inside if reads_answer or rebound_later or inside else before).extend(text)
-    condition = _one_line(lines, function.body[-1].value)
+    condition = source_on_one_line(lines, function.body[-1].value)
     return "\n".join(["def g():", *before, f"    for {name} in range({ENUMERATION_BOUND}):",
                       *("    " + line for line in inside),
                       f"        if {condition}:", f"            return {name}"])
 
-
-def _names_bound(statement: ast.stmt) -> set[str]:
-    return {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
-
-
-def _one_line(lines: list[str], node: ast.expr) -> str:
-    """The source of an expression, on one line (f may break it inside brackets)."""
-    source = lines[node.lineno - 1: node.end_lineno]
-    source[-1] = source[-1][: node.end_col_offset]
-    source[0] = source[0][node.col_offset:]
-    joined = source[0].rstrip()
-    for line in source[1:]:
-        joined += ("" if joined.endswith(("(", "[", "{")) else " ") + line.strip()
-    return joined

@@ -4,7 +4,8 @@ difficulty grade. Families are the unit the corpus is split by (train vs held-ou
 Every family follows the prompt format of `puzzles/prompts.py`: `f` takes the answer as its only
 argument, annotated with its type, with the instance's constants written into its body as literals;
 `g()` takes no argument and computes the answer with a general method whose constants sit at its top,
-so a model that has seen the family can solve a new instance by reading the constants off `f`.
+so a model that has seen the family can solve a new instance by reading the constants off `f`. The
+corpus then moves the constants that open f's body into its signature, as P3 does (`signature.py`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ ENUMERABLE = {
     xs = [4, 9, 2, 9, 7]
     target = 9
     return xs[i] == target and xs.count(target) == 2 and i > 1""",
+    "constants as default arguments": """def f(i: int, xs=[4, 9, 2, 9, 7], target=9):
+    return xs[i] == target and xs.count(target) == 2 and i > 1""",
+    "a default the body changes": """def f(i: int, a=1, b=1):
+    for _ in range(i):
+        a, b = b, a + b
+    return b > 1000""",
     "a statement reads the answer": """def f(n: int):
     digits = str(n)
     return len(digits) == 3 and sum(map(int, digits)) == 20""",
@@ -51,6 +57,8 @@ def test_enumerating_solution_returns_the_least_number_f_accepts(f):
 def test_constants_that_do_not_read_the_answer_are_set_once_before_the_loop():
     g = enumerating_solution(ENUMERABLE["constants first"])
     assert g.index("xs = [4, 9, 2, 9, 7]") < g.index("for i in range")
+    from_defaults = enumerating_solution(ENUMERABLE["constants as default arguments"])
+    assert from_defaults.index("xs = [4, 9, 2, 9, 7]\n    target = 9") < from_defaults.index("for i in range")
     rebuilt = enumerating_solution(ENUMERABLE["state rebuilt for every number"])
     assert rebuilt.index("for i in range") < rebuilt.index("a, b = 1, 1")
 
@@ -58,6 +66,7 @@ def test_constants_that_do_not_read_the_answer_are_set_once_before_the_loop():
 @pytest.mark.parametrize("f", [
     'def f(s: str):\n    return s == "ab"',  # not a number
     "def f(n: int, m: int):\n    return n + m == 3",  # two arguments
+    "def f(n: int, m: int, k=1):\n    return n + m == k",  # two arguments without defaults
     "def f(n):\n    return n == 3",  # no annotation
     "def f(n: int):\n    n = n * 2\n    return n == 8",  # changes its argument
     "def f(n: int):\n    assert n > 2",  # no final return
