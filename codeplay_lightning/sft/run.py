@@ -88,8 +88,10 @@ def fine_tune(sources: Sequence[str], model_spec: str, out: str | Path, config: 
     trainer.fit(module, train_dataloaders=loader, ckpt_path=checkpoint if resume else None)
     seconds = time.perf_counter() - started
     _save(model, tokenizer, out, model_spec if config.lora_rank else None)
-    record = {"model": model_spec, "sources": [str(s) for s in sources], "config": asdict(config),
-              "puzzles": len(puzzles) - too_long, "too_long": too_long, "sequences": len(sequences), "steps": trainer.global_step,
+    record = {"model": model_spec, "sources": [str(s) for s in sources],
+              "config": asdict(config) | {"lr": config.learning_rate},  # the rate used, not 0 for "default"
+              "puzzles": len(puzzles) - too_long, "too_long": too_long, "sequences": len(sequences),
+              "steps": trainer.global_step,
               "final_loss": float(trainer.callback_metrics.get("sft/loss", float("nan"))),
               "seconds": round(seconds, 1)}
     (out / "sft.json").write_text(json.dumps(record, indent=2) + "\n")

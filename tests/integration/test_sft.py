@@ -46,15 +46,17 @@ def test_sft_lowers_the_loss_and_writes_a_loadable_model(tmp_path, corpus_file, 
     out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(**SMALL),
                     model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
     record = json.loads((out / "sft.json").read_text())
-    assert record["steps"] == SMALL["steps"] and record["puzzles"] == 23
+    assert record["steps"] == SMALL["steps"] and record["puzzles"] == 23 and record["too_long"] == 0
+    assert record["config"]["lr"] == SMALL["lr"]
     trained, _ = load_causal_lm(str(out))
     assert mean_loss(trained, char_tokenizer, sequences) < 0.8 * before
     assert list((out / "logs").rglob("events.out.tfevents.*"))
 
 
 def test_lora_adapter_merged_into_the_base_gives_the_output_model(tmp_path, corpus_file, tiny_llama, char_tokenizer):
-    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(lora_rank=4, **SMALL),
+    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(lora_rank=4, **SMALL | {"lr": 0.0}),
                     model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
+    assert json.loads((out / "sft.json").read_text())["config"]["lr"] == 1e-3  # LoRA's default rate, as used
     shipped = load_file(out / "adapter" / "adapter_model.safetensors")
     assert shipped and all(tensor.dtype == torch.bfloat16 for tensor in shipped.values())
     assert json.loads((out / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny"
