@@ -2,8 +2,9 @@
 
 A family's reference `g` teaches that family's method; this one teaches a method that carries over to
 puzzles never seen. `enumerating_solution(f)` writes it from f's text alone: f's default arguments as
-assignments and the statements of f that do not read the answer come first, then a loop over `range(ENUMERATION_BOUND)` that runs the rest of
-f's body and returns the first number for which f's final expression holds. The loop costs as many
+assignments and the statements of f that do not read the answer come first, then a loop over
+`range(ENUMERATION_BOUND)` that runs the rest of f's body and returns the first number for which f's
+final expression holds. The loop costs as many
 steps as the answer is large, so the corpus keeps it only when it passes in the sandbox's time limit.
 """
 
@@ -33,9 +34,10 @@ def enumerating_solution(f: str) -> str | None:
     if any(name in names for names in bound):
         return None  # f changes its argument: the loop could not return the number it tried
     before, inside = [], []
+    assigned = set().union(*bound)
     for parameter, default in zip(parameters[1:], defaults, strict=True):
         # A default the body changes must start afresh for every number tried, as on every call of f.
-        (inside if parameter.arg in rebound(body) else before).append(
+        (inside if parameter.arg in assigned else before).append(
             f"    {parameter.arg} = {source_on_one_line(lines, default)}")
     for index, statement in enumerate(body):
         text = lines[statement.lineno - 1: statement.end_lineno]

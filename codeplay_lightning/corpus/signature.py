@@ -22,10 +22,11 @@ def constants_as_defaults(f: str) -> str:
     taken = {parameter.arg for parameter in function.args.args}
     defaults: list[str] = []
     body = function.body
-    while len(body) > 1 and (pairs := _literal_assignments(body[0], lines)) and taken.isdisjoint(dict(pairs)):
-        if not rebound(body[1:]).isdisjoint(dict(pairs)):
-            break  # a name the body changes is state, not a constant
-        taken |= dict(pairs).keys()
+    while len(body) > 1 and (pairs := _literal_assignments(body[0], lines)):
+        names = {name for name, _ in pairs}
+        if names & taken or names & rebound(body[1:]):
+            break  # a parameter already, or a name the body changes: state, not a constant
+        taken |= names
         defaults += [f"{name}={value}" for name, value in pairs]
         body = body[1:]
     if not defaults:
