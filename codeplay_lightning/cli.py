@@ -337,8 +337,9 @@ def _evaluate_solver(args: argparse.Namespace, solver, progress) -> tuple[dict, 
     task = progress.add_task("solving", total=len(puzzles) * args.attempts)
     results = solver.solve(puzzles, on_batch_done=lambda done, total: progress.update(task, completed=done))
     rows = [{"name": r.puzzle.name, "group": groups.get(r.puzzle.name), "attempts": r.attempts, "passes": r.passes,
-             "solutions": [p.g for p, v in zip(r.programs, r.verdicts) if v.passed],
-             "statuses": dict(Counter(v.status for v in r.verdicts))} for r in results]
+             "statuses": dict(Counter(v.status for v in r.verdicts)),
+             "tries": [{"g": p.g, "status": v.status, "detail": v.detail} for p, v in zip(r.programs, r.verdicts)]}
+            for r in results]
     return solver_summary(results, groups), rows
 
 

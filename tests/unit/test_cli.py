@@ -120,7 +120,8 @@ def test_evaluate_solver_writes_one_result_per_puzzle(tmp_path, tiny_llama, char
     assert [r["name"] for r in results] == ["hello", "three"]
     for result in results:
         assert result["attempts"] == 2 and sum(result["statuses"].values()) == 2
-        assert len(result["solutions"]) == result["passes"]
+        assert [t["status"] for t in result["tries"]].count("pass") == result["passes"]
+        assert all(t["g"].startswith("def g():") for t in result["tries"])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["puzzles"] == 2 and 0 <= summary["pass@1"] <= summary["pass@2"] <= 1
     captured = capsys.readouterr()
