@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from codeplay_lightning.corpus.family import families_in, family
+from codeplay_lightning.corpus.family import defined, families_in, family
 
 SEARCH_LIMIT = 20_000  # the answer is below this, so the search passes well within the sandbox's time
 _ANSWER_NAMES = ("n", "i", "k", "m", "x", "j")
@@ -60,11 +60,8 @@ TEXT_CONDITIONS: tuple[Condition, ...] = (  # on `text`, over the letters a-d
 
 def _least_answer(f: str) -> int | None:
     """The least natural number f accepts, when it is below `SEARCH_LIMIT` and is neither 0 nor followed
-    by another accepted number (so the corpus's corrupted answers, 0 and answer + 1, fail); else None.
-    Our own f, so it runs here, not in the sandbox."""
-    namespace: dict = {}
-    exec(f, namespace)  # noqa: S102 - written by this module
-    accepts = namespace["f"]
+    by another accepted number (so the corpus's corrupted answers, 0 and answer + 1, fail); else None."""
+    accepts = defined(f, "f")
     answer = next((n for n in range(SEARCH_LIMIT) if accepts(n)), None)
     return None if answer is None or answer == 0 or accepts(answer + 1) else answer
 

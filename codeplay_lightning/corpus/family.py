@@ -43,9 +43,14 @@ def families_in(namespace: dict) -> list[Family]:
     return [value for value in namespace.values() if isinstance(value, Family)]
 
 
-def answer_of(g: str):
-    """What a family's own `g` source returns, for a family that needs its answer to shape `f`. Our own
-    code, so it runs here, not in the sandbox."""
+def defined(source: str, name: str) -> Callable:
+    """The function `name` that a source written in this package defines. Our own code, so it runs
+    here, not in the sandbox."""
     namespace: dict = {}
-    exec(g, namespace)  # noqa: S102 - a family's source, written in this package
-    return namespace["g"]()
+    exec(source, namespace)  # noqa: S102 - a family's source, written in this package
+    return namespace[name]
+
+
+def answer_of(g: str):
+    """What a family's own `g` source returns, for a family that needs its answer to shape `f`."""
+    return defined(g, "g")()
