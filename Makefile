@@ -36,7 +36,7 @@ train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|nove
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
 
 WARMSTART := runs/warmstart
-warmstart: $(BIN)/codeplay ## rebuild the shipped smollm2-135m-sft adapter: our corpus (seed 0), LoRA SFT (48 min here)
+warmstart: $(BIN)/codeplay ## rebuild the shipped smollm2-135m-sft adapter: our corpus (seed 0), LoRA SFT (about an hour here)
 	$(BIN)/codeplay corpus --n 6000 --seed 0 --out $(WARMSTART)/corpus.json
 	$(BIN)/codeplay sft $(WARMSTART)/corpus.json --model smollm2-135m --lora-rank 16 --steps 160 --block 1024 --batch-size 4 --out $(WARMSTART)/model
 	cp $(WARMSTART)/model/adapter/adapter_config.json $(WARMSTART)/model/adapter/adapter_model.safetensors \

@@ -5,8 +5,8 @@ A drawn `f` gets P3's signature: its leading constants become default arguments 
 A pair is kept only when the reference `g` passes and every corruption of its answer fails: the
 type's empty value (0, 0.0, "", []) and one perturbation (an int or float plus 1, a string with one
 character more, a list with its last element dropped). A family whose `f` accepts those is too loose
-to teach anything. An instance whose answer is a natural number also gets its enumerating solution
-(`enumeration.py`) as a second `sol_body` when that passes too. Splits: the families in
+to teach anything. An instance whose answer is a natural number or a text also gets its enumerating
+solution (`enumeration.py`) as a second `sol_body` when that passes too. Splits: the families in
 `HELDOUT_FAMILIES` are held out whole; of the others, every `HELDOUT_INSTANCE_EVERY`-th instance is held
 out, so both kinds of generalisation can be measured.
 """
@@ -49,7 +49,7 @@ class Instance:
     g: str
     ans_type: str
     split: str = "train"
-    enumerating_g: str = ""  # a second solution, when f's answer is a natural number it reaches in time
+    enumerating_g: str = ""  # a second solution, when a search over f's candidate answers reaches one in time
 
     def puzzle(self, name: str) -> Puzzle:
         return Puzzle(name=name, f=self.f, solutions=(self.g,), ans_type=self.ans_type)

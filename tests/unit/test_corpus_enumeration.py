@@ -1,7 +1,10 @@
 """The enumerating solution written from f's text returns what a naive loop calling f returns: the
-least natural number f accepts. The corpus keeps it only when it passes in the sandbox."""
+least natural number f accepts, or the shortest string over f's letters. The corpus keeps it only when
+it passes in the sandbox."""
 
+import itertools
 import json
+import re
 
 import pytest
 
@@ -54,6 +57,26 @@ def test_enumerating_solution_returns_the_least_number_f_accepts(f):
     assert g.startswith("def g():\n") and "range(10 ** 6)" in g
 
 
+SEARCHABLE = {
+    "a literal": 'def f(s: str):\n    return s + s[::-1] == "abba"',
+    "letters and a count": 'def f(s: str, n=5):\n    return len(s) == n and s.count("x") == 2 and "yy" in s',
+    "a statement reads the answer": """def f(path: str):
+    end = (path.count("R"), path.count("U"))
+    return end == (2, 3) and "RR" not in path""",
+}
+
+
+@pytest.mark.parametrize("f", SEARCHABLE.values(), ids=SEARCHABLE.keys())
+def test_enumerating_solution_of_a_text_returns_the_first_string_over_f_letters_f_accepts(f):
+    g = enumerating_solution(f)
+    check = _function(f, "f")
+    letters = sorted({c for text in re.findall(r'"([^"]*)"', f) for c in text})
+    naive = next(s for n in itertools.count(1) for s in map("".join, itertools.product(letters, repeat=n))
+                 if check(s))
+    assert _function(g, "g")() == naive
+    assert f'product("{"".join(letters)}", repeat=n)' in g
+
+
 def test_constants_that_do_not_read_the_answer_are_set_once_before_the_loop():
     g = enumerating_solution(ENUMERABLE["constants first"])
     assert g.index("xs = [4, 9, 2, 9, 7]") < g.index("for i in range")
@@ -64,7 +87,8 @@ def test_constants_that_do_not_read_the_answer_are_set_once_before_the_loop():
 
 
 @pytest.mark.parametrize("f", [
-    'def f(s: str):\n    return s == "ab"',  # not a number
+    "def f(s: str):\n    return len(s) == 3",  # a text without string constants to draw letters from
+    "def f(xs: List[int]):\n    return sum(xs) == 3",  # neither a number nor a text
     "def f(n: int, m: int):\n    return n + m == 3",  # two arguments
     "def f(n: int, m: int, k=1):\n    return n + m == k",  # two arguments without defaults
     "def f(n):\n    return n == 3",  # no annotation
@@ -84,10 +108,10 @@ def test_the_corpus_keeps_an_enumeration_only_when_it_passes_and_trains_on_both_
                  instance('def f(s: str):\n    return s == "ab"', 'def g():\n    return "ab"', "str")]
     with Sandbox(workers=1, timeout=2.0) as sandbox:
         kept = with_enumerations(instances, sandbox)
-    assert [bool(one.enumerating_g) for one in kept] == [True, False, False]
+    assert [bool(one.enumerating_g) for one in kept] == [True, False, True]
     corpus = tmp_path / "corpus.json"
     corpus.write_text(json.dumps([p3_entry(one, index) for index, one in enumerate(kept)]))
     trained = training_puzzles([corpus])
     assert [puzzle.solutions[0] for puzzle in trained if puzzle.f == instances[0].f] == \
         [instances[0].g, kept[0].enumerating_g]
-    assert len(trained) == 4
+    assert len(trained) == 5
