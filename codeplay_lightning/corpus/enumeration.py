@@ -19,7 +19,7 @@ from codeplay_lightning.puzzles.parsing import answer_type
 from codeplay_lightning.puzzles.puzzle import Puzzle
 
 ENUMERATION_BOUND = "10 ** 6"
-LENGTH_BOUND = 20  # longest string tried; past ten or so characters the time limit ends a search first
+LENGTH_BOUND = 20  # longest string tried; the sandbox's time limit most often ends the search sooner
 
 
 def enumerating_solution(f: str) -> str | None:
