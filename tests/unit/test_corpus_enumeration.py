@@ -10,6 +10,7 @@ import pytest
 
 from codeplay_lightning.corpus.build import Instance, p3_entry, with_enumerations
 from codeplay_lightning.corpus.enumeration import enumerating_solution
+from codeplay_lightning.corpus.family import defined
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.sft.data import training_puzzles
 
@@ -42,18 +43,12 @@ ENUMERABLE = {
 }
 
 
-def _function(source: str, name: str):
-    namespace: dict = {}
-    exec(source, namespace)  # noqa: S102 - the test's own sources
-    return namespace[name]
-
-
 @pytest.mark.parametrize("f", ENUMERABLE.values(), ids=ENUMERABLE.keys())
 def test_enumerating_solution_returns_the_least_number_f_accepts(f):
     g = enumerating_solution(f)
-    check = _function(f, "f")
+    check = defined(f, "f")
     naive = next(n for n in range(10 ** 6) if check(n))
-    assert _function(g, "g")() == naive
+    assert defined(g, "g")() == naive
     assert g.startswith("def g():\n") and "range(10 ** 6)" in g
 
 
@@ -69,11 +64,11 @@ SEARCHABLE = {
 @pytest.mark.parametrize("f", SEARCHABLE.values(), ids=SEARCHABLE.keys())
 def test_enumerating_solution_of_a_text_returns_the_first_string_over_f_letters_f_accepts(f):
     g = enumerating_solution(f)
-    check = _function(f, "f")
+    check = defined(f, "f")
     letters = sorted({c for text in re.findall(r'"([^"]*)"', f) for c in text})
     naive = next(s for n in itertools.count(1) for s in map("".join, itertools.product(letters, repeat=n))
                  if check(s))
-    assert _function(g, "g")() == naive
+    assert defined(g, "g")() == naive
     assert f'product("{"".join(letters)}", repeat=n)' in g
 
 

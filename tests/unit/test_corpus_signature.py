@@ -3,6 +3,7 @@ it accepted before."""
 
 import pytest
 
+from codeplay_lightning.corpus.family import defined
 from codeplay_lightning.corpus.signature import constants_as_defaults
 
 BODY_CONSTANTS = """def f(i: int):
@@ -14,18 +15,12 @@ BODY_CONSTANTS = """def f(i: int):
     return 1 < i < n and xs[i] == target and xs.count(target) == k and label"""
 
 
-def _function(source: str):
-    namespace: dict = {}
-    exec(source, namespace)  # noqa: S102 - the test's own sources
-    return namespace["f"]
-
-
 def test_leading_literals_move_into_the_signature_in_order_and_f_accepts_the_same_answers():
     lifted = constants_as_defaults(BODY_CONSTANTS)
     # A multi-line literal joins onto one line; lifting stops at the first computed statement.
     assert lifted.splitlines()[0] == 'def f(i: int, xs=[4, 9, 2, 9, 7], target=9, label="nine"):'
     assert lifted.splitlines()[1:] == BODY_CONSTANTS.splitlines()[4:]
-    before, after = _function(BODY_CONSTANTS), _function(lifted)
+    before, after = defined(BODY_CONSTANTS, "f"), defined(lifted, "f")
     assert [after(i) for i in range(-2, 8)] == [before(i) for i in range(-2, 8)]
     assert any(after(i) for i in range(8))
 
