@@ -36,9 +36,9 @@ train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|nove
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
 
 WARMSTART := runs/warmstart
-warmstart: $(BIN)/codeplay ## rebuild the shipped smollm2-135m-sft adapter: our corpus (seed 0), LoRA SFT (about an hour here)
+warmstart: $(BIN)/codeplay ## rebuild the shipped smollm2-135m-sft adapter: our corpus (seed 0), LoRA SFT, one epoch (about two hours here)
 	$(BIN)/codeplay corpus --n 6000 --seed 0 --out $(WARMSTART)/corpus.json
-	$(BIN)/codeplay sft $(WARMSTART)/corpus.json --model smollm2-135m --lora-rank 16 --steps 160 --block 1024 --batch-size 4 --out $(WARMSTART)/model
+	$(BIN)/codeplay sft $(WARMSTART)/corpus.json --model smollm2-135m --lora-rank 16 --steps 320 --block 1024 --batch-size 4 --out $(WARMSTART)/model
 	cp $(WARMSTART)/model/adapter/adapter_config.json $(WARMSTART)/model/adapter/adapter_model.safetensors \
 	   $(WARMSTART)/model/sft.json codeplay_lightning/models/warmstart/
 
