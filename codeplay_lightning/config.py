@@ -43,7 +43,7 @@ class SolverConfig:
     strategy: Strategy = "few-shot"  # few-shot | gif-mcts | worldcoder
     llm: str = "frozen"  # frozen | smollm2-135m | hub id | local directory | openai:BASE_URL#MODEL
     attempts: int = 8  # N_a: samples per puzzle, or a search's budget of LLM calls
-    batch_size: int = 32  # sequences a local LLM samples together: (puzzle, attempt) rows, or a round's prompts
+    batch_size: int = 64  # sequences a local LLM samples together: (puzzle, attempt) rows, or a round's prompts
     max_new_tokens: int = 128  # length cap of one completion (a search's answers, prose and program, need more)
     temperature: float = 0.8  # > 0: the N_a attempts must differ
     top_p: float = 1.0  # nucleus sampling; 1 keeps the whole distribution

@@ -48,10 +48,14 @@ def forward_behind(model: PreTrainedModel, prefix: SharedPrefix | None, input_id
     """The model's forward on `input_ids` (B, q) behind `prefix` (None: no prefix), with `cache` holding
     the rows' own tokens only. `sees_own` (B, q, S) is True where a query sees a slot of the row's own
     cache (after this step's tokens are written); every query sees the whole prefix. A query must see
-    at least one slot of its own (its own, if padding), so that no softmax row is empty without a prefix."""
+    at least one slot of its own (its own, if padding), so that no softmax row is empty without a prefix.
+    Attention reads the cache up to the last slot any query sees: a static cache is mostly empty early on."""
+    seen = sees_own.any(dim=0).any(dim=0)  # (S,)
+    own_slots = int(seen.nonzero()[-1]) + 1
     with _attention(model):
         return model(input_ids=input_ids, attention_mask=sees_own[:, None], position_ids=position_ids,
-                     past_key_values=cache, use_cache=True, logits_to_keep=logits_to_keep, shared_prefix=prefix)
+                     past_key_values=cache, use_cache=True, logits_to_keep=logits_to_keep, shared_prefix=prefix,
+                     own_slots=own_slots)
 
 
 @contextmanager
@@ -68,9 +72,12 @@ def _attention(model: PreTrainedModel):
 
 def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                             attention_mask: torch.Tensor, scaling: float, dropout: float = 0.0,
-                            shared_prefix: SharedPrefix | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+                            shared_prefix: SharedPrefix | None = None, own_slots: int | None = None,
+                            **kwargs) -> tuple[torch.Tensor, None]:
     """query (B, H, q, D); key and value (B, H_kv, S, D): the rows' own cache; attention_mask (B, 1, q, S)
-    boolean. Returns (B, q, H, D). Scores and softmax in float32 (as SDPA accumulates), autocast off."""
+    boolean; only the first `own_slots` slots (None: all) are read, no query sees past them. Returns
+    (B, q, H, D). Scores and softmax in float32 (as SDPA accumulates), autocast off."""
+    key, value, attention_mask = key[:, :, :own_slots], value[:, :, :own_slots], attention_mask[..., :own_slots]
     batch, heads, length, dim = query.shape
     kv_heads = key.shape[1]
     rows = heads // kv_heads * length  # query rows per key head: the heads sharing it, times the queries

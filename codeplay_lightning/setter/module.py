@@ -15,7 +15,8 @@ from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.ppo import logprobs_and_entropy, masked_mean, policy_loss, value_loss
 
 PACKING_ATTENTION = ("sdpa", "eager")  # the attentions that take a custom 4D mask
-PACK_TOKENS = 512  # action tokens per packed sequence in scoring (a longer row gets a pack of its own)
+PACK_TOKENS = 256  # action tokens per packed sequence in scoring (a longer row gets a pack of its own): 12% faster
+# than 512 on 2 cores (1,375 tokens behind a 287-token prompt), since a pack's tokens attend to each other
 METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
 
 
@@ -71,8 +72,8 @@ def packed_attention_mask(segments: torch.Tensor, positions: torch.Tensor, promp
 class SetterPPOModule(L.LightningModule):
     """`policy` is trained (all of it, or its LoRA adapters); `frozen` (None with LoRA: the adapter-
     disabled policy) is the KL reference and the Solver's model, kept out of checkpoints.
-    `rewarded=False` (both reward weights 0: the paper's `none` baseline) computes the losses and
-    metrics but never steps the optimizer: with no reward, what remains is value-head noise."""
+    `rewarded=False` (both reward weights 0: the paper's `none` baseline) skips the PPO pass and never
+    steps the optimizer: with no reward, what remains is value-head noise, and the pass is half an iteration."""
 
     def __init__(self, policy: nn.Module, frozen: nn.Module | None, ppo: PPOConfig, temperature: float,
                  value_hidden: int, detach_value_trunk: bool, identity: dict, rewarded: bool = True):
@@ -161,14 +162,15 @@ class SetterPPOModule(L.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]
         self._batch_tokens = float(mask.sum()) if mask.numel() else 0.0
+        if not self.rewarded:  # every rank alike: a zero loss whose backward is all DDP joins
+            return self._zero_loss()
         # A minibatch is whole puzzles (sequences), not a token count as in RL4LMs: see docs/training.md
         self.log_dict({"ppo/minibatch_sequences": float(len(mask)), "ppo/minibatch_tokens": self._batch_tokens},
                       on_step=False, on_epoch=True, batch_size=1, sync_dist=True)
         if mask.numel() == 0:  # a rank with no puzzle this iteration still steps with the others
-            loss = sum(parameter.sum() * 0 for parameter in self.parameters() if parameter.requires_grad)
             if self.trainer.world_size > 1:  # and joins their metrics' all-reduces (sync_dist), or they hang
                 self._log_metrics(dict.fromkeys(METRICS, 0.0), batch_size=0)  # weight 0 in the epoch means
-            return loss
+            return self._zero_loss()
         logprobs, values, entropies = self.score(batch["prompt_ids"], batch["action_ids"], mask)
         policy = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range)
         v_loss = value_loss(values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value)
@@ -179,6 +181,9 @@ class SetterPPOModule(L.LightningModule):
         self._log_metrics(dict(zip(METRICS, (policy.pg_loss, v_loss, entropy, policy.approx_kl, policy.clip_frac,
                                              loss))), batch_size=len(mask))
         return loss
+
+    def _zero_loss(self) -> torch.Tensor:
+        return sum(parameter.sum() * 0 for parameter in self._trainable())
 
     def _log_metrics(self, metrics: dict, batch_size: int) -> None:
         """Every rank logs the same keys in the same order at every step: each is all-reduced. One value

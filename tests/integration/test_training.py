@@ -164,9 +164,11 @@ def test_n_envs_counts_the_streams_of_all_devices(total, world_size):
 
 
 def test_the_none_preset_never_updates(tmp_path, stream_model, char_tokenizer):
-    """The paper's no-reward baseline does no optimisation: whitened value-head noise is no signal."""
+    """The paper's no-reward baseline does no optimisation, nor the PPO pass: whitened value-head noise is no signal."""
     run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "reward.w_difficulty=0",
                   "reward.w_novelty=0")
+    ppo_tags = {tag for tag in scalar_tags(run_dir) if tag.startswith("ppo/")}
+    assert ppo_tags == {"ppo/kl_ref"}  # the rollout's; no loss was computed
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["optimizer_states"][0]["state"] == {}  # Adam never stepped
     for name, value in stream_model.state_dict().items():

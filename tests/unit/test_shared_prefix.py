@@ -49,6 +49,22 @@ def test_matches_a_naive_softmax_over_prefix_and_own_slots(prefix_length, length
     torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
 
 
+def test_slots_past_own_slots_are_not_read():
+    """A static cache's unused slots may hold anything: NaN there would poison the values' product."""
+    generator = torch.Generator().manual_seed(1)
+    batch, heads, kv_heads, slots, used, dim = 2, 4, 2, 7, 4, 8
+    query = torch.randn(batch, heads, 1, dim, generator=generator)
+    key, value = (torch.randn(batch, kv_heads, slots, dim, generator=generator) for _ in range(2))
+    sees = torch.zeros(batch, 1, slots, dtype=torch.bool)
+    sees[:, :, :used] = True
+    prefix_keys, prefix_values = (torch.randn(kv_heads, 3, dim, generator=generator) for _ in range(2))
+    expected = naive_attention(query, key, value, sees, prefix_keys, prefix_values, 0.3)
+    key[:, :, used:], value[:, :, used:] = float("nan"), float("nan")
+    ours, _ = shared_prefix_attention(SimpleNamespace(layer_idx=0), query, key, value, sees[:, None], 0.3,
+                                      shared_prefix=SharedPrefix((prefix_keys,), (prefix_values,)), own_slots=used)
+    torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_rows_behind_a_prefix_get_the_full_sequences_logits_and_the_attention_is_restored(tiny_llama):
     ids = torch.randint(3, 40, (2, 9), generator=torch.Generator().manual_seed(1))
     ids[:, :5] = ids[0, :5]  # two rows sharing a 5-token prefix

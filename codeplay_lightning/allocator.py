@@ -1,0 +1,32 @@
+"""`keep_freed_memory()`: glibc's malloc keeps the memory PyTorch frees, to hand it out again.
+
+On CPU every PPO step allocates and frees tensors of hundreds of MB (the vocabulary-wide logits, their
+float32 copies and gradients). By default glibc serves each one above its mmap threshold (at most
+32 MB) with a fresh mmap and unmaps it on free, so the next step faults every page in and zeroes it
+again. Served from the heap and never trimmed, they reuse pages already mapped: one iteration's PPO
+update at `configs/base.yaml`'s scale took 80.7 s against 101.2 s (the whole iteration 159 s
+against 178 s). The price is that the process keeps its peak memory until it exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters, from glibc's malloc.h
+HEAP_UP_TO = 1 << 30  # bytes: allocations up to this size come from the heap, not from mmap
+NEVER_TRIM = 2**31 - 1  # bytes of free heap top kept before glibc returns any (mallopt takes an int)
+
+log = logging.getLogger("codeplay_lightning")
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's malloc to keep freed memory in the process; False (and a log line) where the C
+    library is not glibc, whose allocator then stays as it is."""
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
+        log.info("the C library is not glibc: its allocator is left as it is")
+        return False
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, HEAP_UP_TO) and libc.mallopt(M_TRIM_THRESHOLD, NEVER_TRIM))

@@ -1,0 +1,48 @@
+"""`keep_freed_memory` makes glibc keep a freed large block in the heap, where it is reused."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import sys
+
+import pytest
+
+# In a fresh interpreter: free 200 MB, then report how much free memory the heap holds (mallinfo2's fordblks).
+FREE_A_LARGE_BLOCK = """
+import ctypes, json, sys
+from codeplay_lightning.allocator import keep_freed_memory
+kept = keep_freed_memory() if sys.argv[1] == "keep" else None
+block = bytearray(200 << 20)
+del block
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+print(json.dumps({"kept": kept, "free_in_heap": libc.mallinfo2().fordblks}))
+"""
+
+
+def free_a_large_block(mode: str) -> dict:
+    completed = subprocess.run([sys.executable, "-c", FREE_A_LARGE_BLOCK, mode], capture_output=True, text=True,
+                               check=True)
+    return json.loads(completed.stdout)
+
+
+def glibc_with_mallinfo2() -> bool:
+    try:
+        return hasattr(ctypes.CDLL("libc.so.6"), "mallinfo2")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not glibc_with_mallinfo2(), reason="needs glibc >= 2.33 (mallinfo2)")
+def test_a_freed_large_block_stays_in_the_heap_only_when_asked():
+    default, kept = free_a_large_block("default"), free_a_large_block("keep")
+    assert kept["kept"] is True
+    assert kept["free_in_heap"] >= 200 << 20  # served from the heap and not trimmed: ready for the next one
+    assert default["free_in_heap"] < 100 << 20  # an mmap of its own, unmapped on free
