@@ -46,3 +46,11 @@ def test_a_freed_large_block_stays_in_the_heap_only_when_asked():
     assert kept["kept"] is True
     assert kept["free_in_heap"] >= 200 << 20  # served from the heap and not trimmed: ready for the next one
     assert default["free_in_heap"] < 100 << 20  # an mmap of its own, unmapped on free
+
+
+def test_without_glibc_it_warns_and_changes_nothing(monkeypatch, caplog):
+    from codeplay_lightning import allocator
+
+    monkeypatch.setattr(allocator.ctypes.util, "find_library", lambda name: None)
+    assert allocator.keep_freed_memory() is False
+    assert "not glibc" in caplog.text
