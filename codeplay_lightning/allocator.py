@@ -28,9 +28,10 @@ def keep_freed_memory() -> bool:
     name = ctypes.util.find_library("c")
     libc = ctypes.CDLL(name) if name else None
     if libc is None or not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
-        log.warning("the C library is not glibc: freed tensors go back to the system (PPO steps slower on CPU)")
-        return False
-    if not (libc.mallopt(M_MMAP_THRESHOLD, HEAP_UP_TO) and libc.mallopt(M_TRIM_THRESHOLD, NEVER_TRIM)):
-        log.warning("glibc refused to keep freed memory: freed tensors go back to the system (PPO steps slower on CPU)")
-        return False
-    return True
+        reason = "the C library is not glibc"
+    elif not (libc.mallopt(M_MMAP_THRESHOLD, HEAP_UP_TO) and libc.mallopt(M_TRIM_THRESHOLD, NEVER_TRIM)):
+        reason = "glibc refused to keep freed memory"
+    else:
+        return True
+    log.warning("%s: freed tensors go back to the system (PPO steps slower on CPU)", reason)
+    return False
