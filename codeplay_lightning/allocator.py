@@ -35,3 +35,14 @@ def keep_freed_memory() -> bool:
         return True
     log.warning("%s: freed tensors go back to the system (PPO steps slower on CPU)", reason)
     return False
+
+
+def keep_freed_memory_on_cpu(accelerator: str) -> bool:
+    """`keep_freed_memory()` when Lightning's `accelerator` trains on the CPU: `cpu`, or `auto` without CUDA.
+    On a GPU the large tensors are on the device: keeping freed host memory buys nothing there, and each
+    process would hold its peak host memory until it exits. Returns whether freed memory is kept."""
+    import torch
+
+    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
+        return keep_freed_memory()
+    return False

@@ -80,12 +80,14 @@ class RolloutConfig:
     n_envs: int = 8  # parallel Setter streams in all, shared among the devices (paper: 64)
     n_steps: int = 96  # token steps per stream per iteration (paper: 128)
     temperature: float = 0.8  # the paper's sampling temperature; log-probs are taken at it
-    top_p: float = 1.0  # nucleus sampling of the Setter; 1 keeps the whole distribution
+    top_p: float = 1.0  # must be 1: PPO's old log-probs are over the whole vocabulary (see __post_init__)
     fewshot: int = 6  # bundled few-shot puzzles in the Setter and Solver prompts
 
     def __post_init__(self) -> None:
         _require(self.n_envs >= 1 and self.n_steps >= 1, "rollout.n_envs and rollout.n_steps must be >= 1")
         _require(self.temperature > 0, "rollout.temperature must be > 0")
+        _require(self.top_p == 1, f"rollout.top_p must be 1, got {self.top_p}: PPO takes the old log-probs over the "
+                                  "whole vocabulary at the temperature, not over the nucleus sampled")
         _require(self.fewshot >= 1, "rollout.fewshot must be >= 1")
 
 
@@ -112,6 +114,10 @@ class RewardConfig:
     def __post_init__(self) -> None:
         _require((self.reference is None) == (self.reference_split is None),
                  "reward.reference and reward.reference_split go together")
+        for key, path in (("reference", self.reference), ("reference_split", self.reference_split)):
+            _require(path is None or Path(path).is_file(),
+                     f"reward.{key} {path} does not exist (P3's files: git clone "
+                     "https://github.com/microsoft/PythonProgrammingPuzzles data/p3)")
 
 
 @dataclass
@@ -159,6 +165,9 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
+        _require(self.rollout.n_envs >= self.trainer.devices,
+                 f"rollout.n_envs ({self.rollout.n_envs}) must be at least trainer.devices ({self.trainer.devices}): "
+                 "the streams are shared among the devices, at least one each")
         if self.reward.combine == "product":
             _require(self.reward.w_difficulty == 1 and self.reward.w_novelty == 1,
                      "reward.combine=product takes no weights: leave w_difficulty and w_novelty at 1")

@@ -1,5 +1,5 @@
 """Shared fixtures: the sandbox, a character-level tokenizer and a tiny random Llama (built in code,
-see `support.py`)."""
+see `support.py`), and a stand-in for the model loader of the commands."""
 
 from __future__ import annotations
 
@@ -40,3 +40,29 @@ def tiny_llama(char_tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:
         eos_token_id=char_tokenizer.eos_token_id,
     )
     return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture
+def model_loads(monkeypatch) -> list[dict]:
+    """Replaces `load_causal_lm` in `load_llm`: each call's keyword arguments are recorded, then the command
+    stops with a ValueError (exit status 2), before any model loads."""
+    from codeplay_lightning.llm import backends
+
+    loads: list[dict] = []
+
+    def load(spec: str, **kwargs) -> None:
+        loads.append(kwargs)
+        raise ValueError("stopped where the model loads")
+
+    monkeypatch.setattr(backends, "load_causal_lm", load)
+    return loads
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: a second thread's OpenMP barriers cost more than its work, up to 100 times more while
+    other processes keep the cores busy (7.8 s against 0.06 s for a test measured so)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

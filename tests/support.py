@@ -13,6 +13,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from codeplay_lightning.llm import LLMUsage
+from codeplay_lightning.models.sampling import SamplingConfig, pick_tokens
+from codeplay_lightning.setter.rollout import Episode, ScoredPuzzle
 from codeplay_lightning.puzzles import Puzzle
 
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
@@ -90,3 +92,53 @@ class ScriptedLLM:
         self.usage.completion_tokens += sum(len(completion.split()) for completion in completions)
         self.usage.seconds += time.perf_counter() - started
         return completions
+
+
+def reference_logprobs(model, tokenizer, prompt: str, token_ids: torch.Tensor, temperature: float):
+    """log_softmax(logits / T) at each generated token from one unpadded forward over prompt + tokens."""
+    prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]  # (P,)
+    sequence = torch.cat([prompt_ids, token_ids])[None]  # (1, P + n)
+    with torch.no_grad():
+        logits = model(input_ids=sequence).logits[0, len(prompt_ids) - 1 : -1].float()  # (n, V)
+    logprobs = torch.log_softmax(logits / (temperature or 1.0), dim=-1)  # (n, V)
+    return logprobs.gather(-1, token_ids[:, None]).squeeze(-1)  # (n,)
+
+
+def stream_alone(model, tokenizer, prompt: str, n_steps: int, config: SamplingConfig, seed: int):
+    """The naive reference for one stream: a full forward over prompt + open continuation per token."""
+    generator = torch.Generator().manual_seed(seed)
+    prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]
+    pieces, open_ids, open_logprobs = [], [], []
+    for _ in range(n_steps):
+        with torch.no_grad():
+            logits = model(input_ids=torch.cat([prompt_ids, torch.tensor(open_ids, dtype=torch.long)])[None]).logits
+        token, logprob = pick_tokens(logits[:, -1].float(), config.temperature, config.top_p,
+                                     torch.rand(1, generator=generator), config.top_k)
+        open_ids.append(int(token))
+        open_logprobs.append(float(logprob))
+        text = tokenizer.decode(open_ids)
+        if open_ids[-1] == tokenizer.eos_token_id or any(stop in text for stop in config.stop_strings):
+            pieces.append((open_ids, open_logprobs, True))
+            open_ids, open_logprobs = [], []
+    return pieces + ([(open_ids, open_logprobs, False)] if open_ids else [])
+
+
+def scalar_values(run_dir) -> dict[str, list[float]]:
+    """Every scalar a run logged to TensorBoard, by tag, in logging order."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = run_dir.glob("events.out.tfevents.*")
+    accumulator = EventAccumulator(str(events))
+    accumulator.Reload()
+    return {tag: [event.value for event in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+
+
+def random_puzzles(lengths: list[int], seed: int = 0) -> tuple[list[Episode], list[ScoredPuzzle]]:
+    """Puzzles of random action ids, `lengths[i]` for puzzle i, each valid with a random reward, as the rollout
+    hands them to `build_buffer` (their sampler log-probs are 0: no sampler wrote them)."""
+    generator = torch.Generator().manual_seed(seed)
+    episodes = [Episode(f"puzzle {row}", torch.randint(3, 90, (length,), generator=generator), torch.zeros(length))
+                for row, length in enumerate(lengths)]
+    rewards = torch.randn(len(lengths), generator=generator).tolist()
+    return episodes, [ScoredPuzzle(episode.text, True, "", 1, 2.0, reward, 0.0, reward)
+                      for episode, reward in zip(episodes, rewards)]

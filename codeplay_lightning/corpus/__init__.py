@@ -13,7 +13,7 @@ FAMILIES: list[Family] = [*strings.FAMILIES, *lists.FAMILIES, *numbers.FAMILIES,
 # Held out whole, to measure how far solving generalises beyond the families trained on: about one in
 # six, from every topic.
 HELDOUT_FAMILIES: set[str] = {
-    "reversed_title_words", "repeating_unit", "kth_occurrence_index",  # strings
+    "reversed_title_words", "repeating_unit", "kth_occurrence_index",  # strings (the last: see conditions.py)
     "kth_largest_distinct_value", "run_length_pairs_of_list",  # lists
     "integer_root_floor", "multiple_written_with_two_digits",  # numbers
     "kth_lexicographic_permutation", "sparse_binary_string_with_fixed_ones",  # combinatorics

@@ -155,15 +155,16 @@ def load_llm(
     *,
     chat: bool | None = None,
     dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
     batch_size: int = 32,
     generator: torch.Generator | None = None,
 ) -> HFLLM | OpenAILLM:
     """The LLM named by `spec`: `openai:BASE_URL#MODEL` for a server, else anything `load_causal_lm`
-    accepts (`smollm2-135m`, a hub id, a local directory), run locally in `dtype`.
+    accepts (`smollm2-135m`, a hub id, a local directory), run locally in `dtype` on `device`.
 
     `chat=None` decides, here and only here: always for a server (its chat endpoint), for a local
     model when its tokenizer has a chat template. `generator` makes either reproducible; for a
-    server it draws the seed of its requests. `dtype` and `batch_size` only apply to a local model.
+    server it draws the seed of its requests. `dtype`, `device` and `batch_size` only apply to a local model.
     """
     if spec.startswith(OPENAI_PREFIX):
         base_url, _, model = spec.removeprefix(OPENAI_PREFIX).partition("#")
@@ -171,5 +172,5 @@ def load_llm(
             raise ValueError(f"LLM spec {spec!r} must be {OPENAI_PREFIX}BASE_URL#MODEL")
         seed = int(torch.randint(0, 2**31, (1,), generator=generator)) if generator is not None else None
         return OpenAILLM(base_url, model, sampling, chat=True if chat is None else chat, seed=seed)
-    model, tokenizer = load_causal_lm(spec, dtype=dtype)  # in eval mode
+    model, tokenizer = load_causal_lm(spec, device=device, dtype=dtype)  # in eval mode
     return HFLLM(model, tokenizer, sampling, chat=chat, batch_size=batch_size, generator=generator)

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
+from codeplay_lightning.models.families import attention_paths
 from codeplay_lightning.models.shared_prefix import SharedPrefix, forward_behind, run_prefix
 
 
@@ -76,8 +77,8 @@ def sample(
     `generators`, one CPU generator per prompt, make the run reproducible: row i draws its random
     numbers from `generators[i]` only, so it samples the same tokens whatever batch it is in.
     Without them the global torch RNG is used. Identical prompts (a Solver's attempts at one
-    puzzle) are prefilled once, and the token prefix common to all prompts (the few-shot block) is
-    run and held once. For bf16, load the model in bf16 or call this inside
+    puzzle) are prefilled once; on the fast path the token prefix common to all prompts (the
+    few-shot block) is also run and held once. For bf16, load the model in bf16 or call this inside
     `torch.autocast`; the log-probs are then those of a forward pass under the same setting.
     """
     if not prompts:
@@ -90,8 +91,8 @@ def sample(
     finished = [False] * n_prompts
     rows = list(range(n_prompts))  # rows[b] = prompt index of batch row b
 
-    logits, prefix, cache, sees, next_position = _prefill(model, tokenizer, prompts, config.max_new_tokens)
-    first_new_slot = sees.shape[1] - config.max_new_tokens
+    context = _context_class(model).for_prompts(model, tokenizer, prompts, config.max_new_tokens)
+    logits = context.logits
     for step in range(config.max_new_tokens):
         row_generators = [generators[i] for i in rows] if generators is not None else None
         uniforms = _uniforms(row_generators, len(rows), logits.device)  # (B,)
@@ -107,12 +108,9 @@ def sample(
             break
         if len(keep) < len(rows):  # drop finished rows from the batch and the cache
             keep_index = torch.tensor(keep, device=logits.device)
-            cache.reorder_cache(keep_index)
-            sees, next_position, tokens = sees[keep_index], next_position[keep_index], tokens[keep_index]
-            rows = [rows[b] for b in keep]
-        sees[:, first_new_slot + step] = True
-        output = forward_behind(model, prefix, tokens[:, None], sees[:, None], next_position, cache)
-        logits, next_position = output.logits[:, -1, :].float(), next_position + 1  # (B, V), (B, 1)
+            context.keep(keep_index)
+            tokens, rows = tokens[keep_index], [rows[b] for b in keep]
+        logits = context.advance(tokens)
 
     return _samples(tokenizer, list(zip(new_ids, new_logprobs, finished)), config.stop_strings)
 
@@ -130,28 +128,23 @@ def sample_streams(
     `prompt` until a stop (as in `sample`), then starts the next one at once, until its steps run out.
 
     Continuous batching: every stream stays in the batch at every step. The prompt's keys and
-    values are computed once and kept; a stream that restarts masks out its finished continuation
-    and samples its next first token from the prompt's own logits, so nothing is re-run. Each
-    stream draws one uniform per token from its own generator, so what it samples does not depend
-    on the other streams. Returns every continuation, stream by stream and in order; a stream's
-    last one is unfinished (`finished` False) when its steps ran out in the middle of it.
+    values are computed once; a stream that restarts forgets its finished continuation and samples
+    its next first token from the prompt's own logits, so nothing is re-run. Each stream draws one
+    uniform per token from its own generator, so what it samples does not depend on the other
+    streams. Returns every continuation, stream by stream and in order; a stream's last one is
+    unfinished (`finished` False) when its steps ran out in the middle of it.
     """
-    n_streams, device = len(generators), model.device
+    n_streams = len(generators)
     if n_streams < 1 or n_steps < 1:
         raise ValueError("sample_streams needs at least one generator and one step")
-    prompt_ids = tokenizer(prompt)["input_ids"]
-    length = len(prompt_ids)
-    prefix, first_logits = run_prefix(model, prompt_ids)  # first_logits (V,): every continuation's first token
-    cache = _new_cache(model, max_cache_len=n_steps)  # slot k: each stream's token of step k
-    sees = torch.zeros(n_streams, n_steps, dtype=torch.bool, device=device)  # a row sees its open continuation
-    positions = torch.full((n_streams, 1), length, device=device)  # (S, 1): the next token's position
-    logits = first_logits.expand(n_streams, -1)  # (S, V)
+    context = _context_class(model).for_streams(model, tokenizer(prompt)["input_ids"], n_streams, n_steps)
+    first_logits, logits = context.logits[:1], context.logits  # (1, V): every continuation's first token; (S, V)
     open_ids: list[list[int]] = [[] for _ in range(n_streams)]
     open_logprobs: list[list[float]] = [[] for _ in range(n_streams)]
     pieces: list[list[tuple[list[int], list[float], bool]]] = [[] for _ in range(n_streams)]
     for step in range(n_steps):
         tokens, token_logprobs = pick_tokens(logits, config.temperature, config.top_p,
-                                             _uniforms(list(generators), n_streams, device), config.top_k)
+                                             _uniforms(list(generators), n_streams, logits.device), config.top_k)
         for stream, token, logprob in zip(range(n_streams), tokens.tolist(), token_logprobs.tolist()):
             open_ids[stream].append(token)
             open_logprobs[stream].append(logprob)
@@ -161,13 +154,10 @@ def sample_streams(
             open_ids[stream], open_logprobs[stream] = [], []
         if step == n_steps - 1:
             break
-        sees[:, step] = True
-        output = forward_behind(model, prefix, tokens[:, None], sees[:, None], positions, cache)
-        logits, positions = output.logits[:, -1, :].float(), positions + 1  # (S, V), (S, 1)
+        logits = context.advance(tokens)
         if any(done):  # restart: forget the finished continuation, start again after the prompt
-            restarted = torch.tensor(done, device=device)
-            sees[restarted] = False
-            positions[restarted] = length
+            restarted = torch.tensor(done, device=logits.device)
+            context.restart(restarted)
             logits = torch.where(restarted[:, None], first_logits, logits)
     for stream in range(n_streams):
         if open_ids[stream]:
@@ -194,48 +184,168 @@ def _finished(tokenizer: PreTrainedTokenizerBase, continuations: list[list[int]]
             for ids, text in zip(continuations, texts)]
 
 
-def _prefill(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], max_new_tokens: int
-) -> tuple[torch.Tensor, SharedPrefix | None, StaticCache, torch.Tensor, torch.Tensor]:
-    """Run the prompts through the model, sharing work where they overlap.
+def _context_class(model: PreTrainedModel) -> type[_BehindSharedPrefix] | type[_WholeContext]:
+    """The shared-prefix path where a test proves it exact for the model's family, else the plain one."""
+    return _BehindSharedPrefix if attention_paths(model).fast else _WholeContext
 
-    The longest token prefix common to all prompts (a few-shot block) runs once and is held once;
-    identical prompts run once. Each row's own cache holds [left padding | rest of its prompt] and
-    room for `max_new_tokens` more tokens. Returns the next-token logits (B, V) in float32, the
-    shared prefix (None if the prompts share no token), the own cache, the slots each row sees
-    (B, R + max_new_tokens) and each row's next position (B, 1).
-    """
-    device = model.device
-    distinct = list(dict.fromkeys(prompts))  # U distinct prompts, in first-seen order
-    token_ids = tokenizer(distinct)["input_ids"]  # U lists of ids
+
+def _distinct_token_ids(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str]) -> list[list[int]]:
+    """The token ids of the distinct prompts, in first-seen order."""
+    token_ids = tokenizer(list(dict.fromkeys(prompts)))["input_ids"]
     if min(len(ids) for ids in token_ids) == 0:
         raise ValueError("a prompt tokenizes to no tokens; prompts must not be empty")
-    shared = _common_prefix_length(token_ids)
-    rests = [ids[shared:] for ids in token_ids]
-    rest_length = max(len(rest) for rest in rests)
-    rest_ids = torch.zeros(len(rests), rest_length, dtype=torch.long)  # (U, R); any id pads: it is masked
-    real = torch.zeros(len(rests), rest_length + max_new_tokens, dtype=torch.bool)  # (U, S): False on the padding
-    for u, rest in enumerate(rests):
-        rest_ids[u, rest_length - len(rest) :] = torch.tensor(rest)
-        real[u, rest_length - len(rest) : rest_length] = True
-    rest_ids, real = rest_ids.to(device), real.to(device)
+    return token_ids
 
-    prefix = run_prefix(model, token_ids[0][:shared])[0] if shared else None
-    cache = _new_cache(model, max_cache_len=rest_length + max_new_tokens)
-    slots = torch.arange(rest_length + max_new_tokens, device=device)
-    causal = slots[None, :] <= slots[:rest_length, None]  # (R, S)
-    itself = slots[None, :] == slots[:rest_length, None]  # a padding token sees itself only
-    sees_own = (real[:, None, :] & causal) | itself  # (U, R, S)
-    position_ids = shared + (real[:, :rest_length].cumsum(dim=1) - 1).clamp(min=0)  # (U, R): C, C + 1, ...
-    output = forward_behind(model, prefix, rest_ids, sees_own, position_ids, cache, logits_to_keep=1)
-    logits = output.logits[:, -1, :].float()  # (U, V)
-    next_position = position_ids[:, -1:] + 1  # (U, 1)
-    if len(distinct) < len(prompts):
-        row_of_distinct = {prompt: u for u, prompt in enumerate(distinct)}
-        row_of_prompt = torch.tensor([row_of_distinct[prompt] for prompt in prompts], device=device)  # (B,)
-        cache.reorder_cache(row_of_prompt)
-        logits, real, next_position = logits[row_of_prompt], real[row_of_prompt], next_position[row_of_prompt]
-    return logits, prefix, cache, real, next_position
+
+def _left_padded(token_ids: list[list[int]], room: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_ids` left-padded, (U, R) (any id pads: it is masked), and the slots that hold a token (U, R + room):
+    False on the padding and the room."""
+    length = max(len(ids) for ids in token_ids)
+    padded = torch.zeros(len(token_ids), length, dtype=torch.long)
+    real = torch.zeros(len(token_ids), length + room, dtype=torch.bool)
+    for u, ids in enumerate(token_ids):
+        padded[u, length - len(ids):] = torch.tensor(ids)
+        real[u, length - len(ids):length] = True
+    return padded.to(device), real.to(device)
+
+
+def _rows_of_prompts(prompts: Sequence[str], device: torch.device) -> torch.Tensor | None:
+    """(B,) the distinct prompt (in first-seen order) each prompt is, or None when all are distinct."""
+    distinct = {prompt: u for u, prompt in enumerate(dict.fromkeys(prompts))}
+    if len(distinct) == len(prompts):
+        return None
+    return torch.tensor([distinct[prompt] for prompt in prompts], device=device)
+
+
+class _BehindSharedPrefix:
+    """The fast path: the token prefix common to all rows is run and held once (`shared_prefix.py`); a static
+    cache holds each row's own tokens, [left padding | rest of its prompt | new tokens]. `sees` (B, S) marks
+    the own slots a row attends to; `positions` (B, 1) is each row's next token's position."""
+
+    def __init__(self, model, prefix: SharedPrefix | None, cache: StaticCache, sees: torch.Tensor,
+                 positions: torch.Tensor, next_slot: int, logits: torch.Tensor, prompt_length: int = 0):
+        self.model, self.prefix, self.cache, self.sees, self.positions = model, prefix, cache, sees, positions
+        self.next_slot, self.logits = next_slot, logits
+        self.prompt_length = prompt_length  # streams: the position a restarted stream starts from
+
+    @classmethod
+    def for_prompts(cls, model, tokenizer, prompts: Sequence[str], max_new_tokens: int) -> _BehindSharedPrefix:
+        """The prompts run behind their longest common token prefix, identical prompts once."""
+        device = model.device
+        token_ids = _distinct_token_ids(tokenizer, prompts)
+        shared = _common_prefix_length(token_ids)
+        rest_ids, real = _left_padded([ids[shared:] for ids in token_ids], max_new_tokens, device)
+        rest_length = rest_ids.shape[1]
+        prefix = run_prefix(model, token_ids[0][:shared])[0] if shared else None
+        cache = _new_cache(model, max_cache_len=rest_length + max_new_tokens)
+        slots = torch.arange(rest_length + max_new_tokens, device=device)
+        causal = slots[None, :] <= slots[:rest_length, None]  # (R, S)
+        itself = slots[None, :] == slots[:rest_length, None]  # a padding token sees itself only
+        sees_own = (real[:, None, :] & causal) | itself  # (U, R, S)
+        position_ids = shared + (real[:, :rest_length].cumsum(dim=1) - 1).clamp(min=0)  # (U, R): C, C + 1, ...
+        output = forward_behind(model, prefix, rest_ids, sees_own, position_ids, cache, logits_to_keep=1)
+        context = cls(model, prefix, cache, real, position_ids[:, -1:] + 1, rest_length, output.logits[:, -1].float())
+        if (rows := _rows_of_prompts(prompts, device)) is not None:
+            context.keep(rows)
+        return context
+
+    @classmethod
+    def for_streams(cls, model, prompt_ids: list[int], n_streams: int, n_steps: int) -> _BehindSharedPrefix:
+        """`n_streams` rows behind the whole prompt, with room for `n_steps` tokens each."""
+        prefix, first_logits = run_prefix(model, prompt_ids)
+        sees = torch.zeros(n_streams, n_steps, dtype=torch.bool, device=model.device)
+        positions = torch.full((n_streams, 1), len(prompt_ids), device=model.device)
+        return cls(model, prefix, _new_cache(model, max_cache_len=n_steps), sees, positions, 0,
+                   first_logits.expand(n_streams, -1), prompt_length=len(prompt_ids))
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep (or repeat) the batch rows `rows` (B',), in that order."""
+        self.cache.reorder_cache(rows)
+        self.sees, self.positions, self.logits = self.sees[rows], self.positions[rows], self.logits[rows]
+
+    def advance(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (B,); returns the next logits (B, V) in float32."""
+        self.sees[:, self.next_slot] = True
+        output = forward_behind(self.model, self.prefix, tokens[:, None], self.sees[:, None], self.positions,
+                                self.cache)
+        self.positions, self.next_slot = self.positions + 1, self.next_slot + 1
+        self.logits = output.logits[:, -1, :].float()
+        return self.logits
+
+    def restart(self, rows: torch.Tensor) -> None:
+        """The rows marked in `rows` (B,) bool forget their own tokens: next they see the prompt only."""
+        self.sees[rows] = False
+        self.positions[rows] = self.prompt_length
+
+
+class _WholeContext:
+    """The plain path, through the model's own cache: every row holds its whole context in it, contiguous
+    and ending at the latest slot ([padding | prompt | new tokens]), so that a local or sliding window,
+    which counts cache slots, counts positions. `real` (B, S) marks the slots a row attends to."""
+
+    def __init__(self, model, cache: DynamicCache, real: torch.Tensor, positions: torch.Tensor, next_slot: int,
+                 logits: torch.Tensor):
+        self.model, self.cache, self.real, self.positions, self.next_slot = model, cache, real, positions, next_slot
+        self.logits = logits
+        self.prompt_length = 0  # streams: the prompt's length, and its keys and values per layer, for restarts
+        self.prompt_states: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    @classmethod
+    def for_prompts(cls, model, tokenizer, prompts: Sequence[str], max_new_tokens: int) -> _WholeContext:
+        """The distinct prompts, left-padded, run once each."""
+        ids, real = _left_padded(_distinct_token_ids(tokenizer, prompts), max_new_tokens, model.device)
+        length = ids.shape[1]
+        position_ids = (real[:, :length].cumsum(dim=1) - 1).clamp(min=0)  # (U, L)
+        cache = DynamicCache()  # full layers: a window is applied by the mask, over contiguous slots
+        output = model(input_ids=ids, attention_mask=real[:, :length], position_ids=position_ids, cache=cache,
+                       use_cache=True, logits_to_keep=1)
+        context = cls(model, cache, real, position_ids[:, -1:] + 1, length, output.logits[:, -1].float())
+        if (rows := _rows_of_prompts(prompts, model.device)) is not None:
+            context.keep(rows)
+        return context
+
+    @classmethod
+    def for_streams(cls, model, prompt_ids: list[int], n_streams: int, n_steps: int) -> _WholeContext:
+        """The prompt run once, then copied into each of `n_streams` rows, with room for `n_steps` tokens."""
+        cache = DynamicCache()
+        output = model(input_ids=torch.tensor([prompt_ids], device=model.device), cache=cache, use_cache=True,
+                       logits_to_keep=1)
+        length = len(prompt_ids)
+        real = torch.zeros(n_streams, length + n_steps, dtype=torch.bool, device=model.device)
+        real[:, :length] = True
+        positions = torch.full((n_streams, 1), length, device=model.device)
+        context = cls(model, cache, real, positions, length, output.logits[:, -1].float())
+        context.prompt_length = length
+        context.prompt_states = [(layer.keys[0].clone(), layer.values[0].clone()) for layer in cache.layers]
+        context.keep(torch.zeros(n_streams, dtype=torch.long, device=model.device))
+        return context
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep (or repeat) the batch rows `rows` (B',), in that order."""
+        self.cache.reorder_cache(rows)
+        self.real, self.positions, self.logits = self.real[rows], self.positions[rows], self.logits[rows]
+
+    def advance(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (B,); returns the next logits (B, V) in float32."""
+        self.real[:, self.next_slot] = True
+        self.next_slot += 1
+        output = self.model(input_ids=tokens[:, None], attention_mask=self.real[:, :self.next_slot],
+                            position_ids=self.positions, cache=self.cache, use_cache=True)
+        self.positions = self.positions + 1
+        self.logits = output.logits[:, -1, :].float()
+        return self.logits
+
+    def restart(self, rows: torch.Tensor) -> None:
+        """The rows marked in `rows` (B,) bool start again after the prompt: the prompt's keys and values are
+        copied into their latest slots (the stream has taken at least as many steps as the prompt has tokens
+        of room before them, since the cache began with the prompt) and their older slots are masked."""
+        start = self.next_slot - self.prompt_length
+        for layer, (keys, values) in zip(self.cache.layers, self.prompt_states):
+            layer.keys[rows, :, start:self.next_slot] = keys.to(layer.keys.dtype)
+            layer.values[rows, :, start:self.next_slot] = values.to(layer.values.dtype)
+        self.real[rows] = False
+        self.real[rows, start:self.next_slot] = True
+        self.positions[rows] = self.prompt_length
 
 
 def _common_prefix_length(sequences: list[list[int]]) -> int:

@@ -36,7 +36,7 @@ def run_prefix(model: PreTrainedModel, prefix_ids: list[int]) -> tuple[SharedPre
     """The prefix's keys and values, kept in float32 (the attention's dtype), and the logits (V,) in
     float32 after its last token."""
     cache = DynamicCache(config=model.config)
-    output = model(input_ids=torch.tensor([prefix_ids], device=model.device), past_key_values=cache, use_cache=True,
+    output = model(input_ids=torch.tensor([prefix_ids], device=model.device), cache=cache, use_cache=True,
                    logits_to_keep=1)
     prefix = SharedPrefix(tuple(layer.keys[0].float() for layer in cache.layers),
                           tuple(layer.values[0].float() for layer in cache.layers))
@@ -54,7 +54,7 @@ def forward_behind(model: PreTrainedModel, prefix: SharedPrefix | None, input_id
     own_slots = int(seen.nonzero()[-1]) + 1
     with _attention(model):
         return model(input_ids=input_ids, attention_mask=sees_own[:, None], position_ids=position_ids,
-                     past_key_values=cache, use_cache=True, logits_to_keep=logits_to_keep, shared_prefix=prefix,
+                     cache=cache, use_cache=True, logits_to_keep=logits_to_keep, shared_prefix=prefix,
                      own_slots=own_slots)
 
 

@@ -3,6 +3,7 @@
 from codeplay_lightning.ppo.losses import (
     PolicyLoss,
     TokenRewards,
+    explained_variance,
     gae,
     kl_penalty,
     logprobs_and_entropy,
@@ -17,6 +18,7 @@ from codeplay_lightning.ppo.losses import (
 __all__ = [
     "PolicyLoss",
     "TokenRewards",
+    "explained_variance",
     "gae",
     "kl_penalty",
     "logprobs_and_entropy",

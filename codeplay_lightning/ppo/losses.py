@@ -5,16 +5,29 @@ aligned with the actions; `mask` (float or bool, (B, T)) is 1 at real action tok
 padding. Real tokens need not be contiguous (left or right padding both work). Padding never
 changes a result: inputs at padding are replaced by 0 before use, (B, T) outputs are 0 there, and
 gradients at padding are exactly 0. Means are token-level: over all real tokens of the batch.
+
+Under DDP each rank holds a batch of its own. The whitening and explained-variance moments take
+`sum_over_ranks` (an all-reduce sum; the default is one process), so that every rank gets the moments of
+all ranks' tokens together, as one process holding them all would. The losses take `tokens`, the
+divisor of their token sums: all ranks' real tokens over the world size makes DDP's average of the
+ranks' gradients the gradient of the mean over all ranks' tokens, however unevenly the ranks hold them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 KLKind = Literal["k1", "k3"]
+SumOverRanks = Callable[[torch.Tensor], torch.Tensor]  # a tensor summed over every DDP rank's copy of it
+
+
+def one_process(tensor: torch.Tensor) -> torch.Tensor:
+    """`SumOverRanks` without DDP: the one rank's tensor is the sum."""
+    return tensor
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -23,10 +36,26 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> t
     return x.sum() if dim is None else x.sum(dim)
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """Mean of x over real tokens; with dim=1, one mean per row. No real tokens gives 0, not NaN."""
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None,
+                tokens: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean of x over real tokens; with dim=1, one mean per row. No real tokens gives 0, not NaN.
+    `tokens` (dim=None only) divides the sum in place of this batch's real-token count: under DDP, all
+    ranks' real tokens over the world size (see the module docstring)."""
+    if tokens is not None:
+        return masked_sum(x, mask) / tokens
     count = mask.to(x.dtype).sum() if dim is None else mask.to(x.dtype).sum(dim)
     return masked_sum(x, mask, dim) / count.clamp(min=1)
+
+
+def masked_moments(x: torch.Tensor, mask: torch.Tensor,
+                   sum_over_ranks: SumOverRanks = one_process) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, unbiased variance) of x over the real tokens of every rank's batch, each a scalar. Two passes
+    (the mean, then the squared deviations from it), not sum and sum of squares: no cancellation. With
+    fewer than 2 real tokens in all, the variance is 0."""
+    count, total = sum_over_ranks(torch.stack([mask.to(x.dtype).sum(), masked_sum(x, mask)]))
+    mean = total / count.clamp(min=1)
+    variance = sum_over_ranks(masked_sum((x - mean) ** 2, mask)) / (count - 1).clamp(min=1)
+    return mean, variance
 
 
 def logprobs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor,
@@ -119,17 +148,26 @@ def gae(
     return advantages, returns
 
 
-def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
-    """(x - mean) / sqrt(var + 1e-8) over all real tokens of the batch; shift_mean=False adds the mean back.
-
-    var is unbiased (divides by n - 1, like torch.var), so it needs at least 2 real tokens.
+def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True,
+           sum_over_ranks: SumOverRanks = one_process) -> torch.Tensor:
+    """(x - mean) / sqrt(var + 1e-8) over all real tokens of every rank's batch; shift_mean=False adds the
+    mean back. var is unbiased (divides by n - 1, like torch.var; 0 below 2 tokens: `masked_moments`).
     """
-    mean = masked_mean(values, mask)
-    var = masked_sum((values - mean) ** 2, mask) / (mask.to(values.dtype).sum() - 1)
+    mean, var = masked_moments(values, mask, sum_over_ranks)
     whitened = (values - mean) * torch.rsqrt(var + 1e-8)  # (B, T)
     if not shift_mean:
         whitened = whitened + mean
     return torch.where(mask.bool(), whitened, 0.0)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+                       sum_over_ranks: SumOverRanks = one_process) -> torch.Tensor:
+    """1 - Var[returns - values] / Var[returns] over all real tokens of every rank's batch, a scalar: 1 when
+    the value head predicts the returns exactly, 0 when it does no better than their mean, negative when
+    worse. NaN when the returns do not vary (nothing to explain)."""
+    returns_variance = masked_moments(returns, mask, sum_over_ranks)[1]
+    error_variance = masked_moments(returns - values, mask, sum_over_ranks)[1]
+    return torch.where(returns_variance > 0, 1 - error_variance / returns_variance, torch.nan)
 
 
 class PolicyLoss(NamedTuple):
@@ -144,16 +182,19 @@ def policy_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     clip_range: float,
+    tokens: torch.Tensor | None = None,
 ) -> PolicyLoss:
-    """PPO's clipped surrogate, to minimise: masked_mean(max(-A * ratio, -A * clip(ratio, 1 ± clip)))."""
+    """PPO's clipped surrogate, to minimise: masked_mean(max(-A * ratio, -A * clip(ratio, 1 ± clip))).
+    `tokens`: the divisor of every token sum, as in `masked_mean` (approx_kl and clip_frac too, so that
+    averaging them over the ranks gives their means over all ranks' tokens)."""
     logratio = torch.where(mask.bool(), logprobs - old_logprobs, 0.0)  # (B, T); 0 at padding, so exp is safe
     ratio = logratio.exp()  # (B, T)
     pg_loss1 = -advantages * ratio
     pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
-    pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mask)
+    pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mask, tokens=tokens)
     with torch.no_grad():
-        approx_kl = masked_mean((ratio - 1) - logratio, mask)
-        clip_frac = masked_mean(((ratio - 1).abs() > clip_range).float(), mask)
+        approx_kl = masked_mean((ratio - 1) - logratio, mask, tokens=tokens)
+        clip_frac = masked_mean(((ratio - 1).abs() > clip_range).float(), mask, tokens=tokens)
     return PolicyLoss(pg_loss, approx_kl, clip_frac)
 
 
@@ -163,11 +204,13 @@ def value_loss(
     returns: torch.Tensor,
     mask: torch.Tensor,
     clip_range_value: float | None,
+    tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """0.5 * masked_mean(max((v - R)^2, (clip(v, v_old ± c) - R)^2)); clip_range_value=None: unclipped."""
+    """0.5 * masked_mean(max((v - R)^2, (clip(v, v_old ± c) - R)^2)); clip_range_value=None: unclipped.
+    `tokens`: the divisor of the token sum, as in `masked_mean`."""
     v_loss_unclipped = (values - returns) ** 2  # (B, T)
     if clip_range_value is None:
-        return 0.5 * masked_mean(v_loss_unclipped, mask)
+        return 0.5 * masked_mean(v_loss_unclipped, mask, tokens=tokens)
     v_clipped = old_values + torch.clamp(values - old_values, -clip_range_value, clip_range_value)
     v_loss_clipped = (v_clipped - returns) ** 2  # (B, T)
-    return 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mask)
+    return 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mask, tokens=tokens)

@@ -2,7 +2,10 @@
 
 The dataloader has a fixed length, `ppo_epochs × n_minibatches` minibatches, known before the
 rollout that fills the buffer (Lightning sizes the epoch first) and equal on every DDP rank.
-Each PPO epoch is a fresh permutation of the buffer cut into `n_minibatches` parts.
+Each PPO epoch is a fresh permutation of the buffer cut into `n_minibatches` parts. The first
+epoch's is drawn before the rollout scores the buffer, which it scores in exactly those minibatches
+(`build_buffer`); the sampler serves them from the buffer, then draws the other epochs' as before:
+the generator gives the same permutations in the same order, the first one only sooner.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ class ArchiveDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return DataLoader(_Minibatches(self), batch_size=None, sampler=_MinibatchRows(self))
 
+    def draw_epoch(self, size: int) -> list[torch.Tensor]:
+        """One PPO epoch's minibatches (buffer rows) over a buffer of `size` rows: a fresh permutation cut
+        into `n_minibatches` parts. The rollout draws the first epoch's to score the buffer in."""
+        return list(torch.tensor_split(torch.randperm(size, generator=self.shuffle), self.ppo.n_minibatches))
+
     def state_dict(self) -> dict:
         # every rank's shuffle state in rank order (Lightning calls this on every rank, saves rank 0's
         # dict): the ranks' buffers differ in size, so their generators advance differently
@@ -48,10 +56,10 @@ class _MinibatchRows(Sampler):
         return self.data.ppo.ppo_epochs * self.data.ppo.n_minibatches
 
     def __iter__(self):
-        size = len(self.data.buffer) if self.data.buffer is not None else 0
-        for _ in range(self.data.ppo.ppo_epochs):
-            permutation = torch.randperm(size, generator=self.data.shuffle)
-            yield from torch.tensor_split(permutation, self.data.ppo.n_minibatches)
+        buffer = self.data.buffer
+        yield from buffer.first_epoch  # the minibatches the rollout scored the buffer in
+        for _ in range(1, self.data.ppo.ppo_epochs):
+            yield from self.data.draw_epoch(len(buffer))
 
 
 class _Minibatches(Dataset):

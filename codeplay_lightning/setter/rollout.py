@@ -25,21 +25,22 @@ import torch
 from codeplay_lightning.archive import NoveltyArchive, embed
 from codeplay_lightning.config import RewardConfig, TrainConfig
 from codeplay_lightning.models import SamplingConfig, sample_streams
-from codeplay_lightning.ppo import gae, kl_penalty, masked_mean, token_rewards, whiten
+from codeplay_lightning.ppo import explained_variance, gae, kl_penalty, masked_mean, token_rewards, whiten
 from codeplay_lightning.puzzles import SETTER_STOP, PuzzleCheck, check_puzzle
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
 from codeplay_lightning.solver import Solver, SolverResult
 
-SCORING_CHUNK = 16  # sequences per no-grad forward when computing old log-probs and values
 Judged = tuple[PuzzleCheck, SolverResult | None]  # the Solver's result is None for an invalid puzzle
 
 
 @dataclass(frozen=True)
 class Episode:
-    """One generated puzzle: its text (cut before the stop) and the tokens the Setter emitted."""
+    """One generated puzzle: its text (cut before the stop), the tokens the Setter emitted and their log-probs
+    as the sampler computed them (the behaviour policy's, at the sampling temperature)."""
 
     text: str
     token_ids: torch.Tensor  # (T,) int64, up to and including the token that completed the stop
+    logprobs: torch.Tensor  # (T,) float32
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ def generate_episodes(model, tokenizer, prompt: str, n_envs: int, n_steps: int, 
     samples = sample_streams(model, tokenizer, prompt, n_steps,
                              SamplingConfig(n_steps, temperature, top_p, SETTER_STOP), stream_generators)
     # a newline the token-consistent prompt left to the model is not the puzzle's
-    episodes = [Episode(text.lstrip("\n"), token_ids)
-                for text, token_ids, finished in zip(samples.texts, samples.token_ids, samples.finished) if finished]
+    episodes = [Episode(text.lstrip("\n"), token_ids, logprobs) for text, token_ids, logprobs, finished
+                in zip(samples.texts, samples.token_ids, samples.logprobs, samples.finished) if finished]
     return episodes, samples.finished.count(False)
 
 
@@ -101,7 +102,8 @@ def reward_puzzles(texts: Sequence[str], judged: list[Judged], distances: list[n
 @dataclass
 class PPOBuffer:
     """One iteration's sequences: the shared prompt and right-padded actions. Row i has
-    `mask[i].sum()` real action tokens; `old_values[:, t]` is V(s_t), the value before action t."""
+    `mask[i].sum()` real action tokens; `old_values[:, t]` is V(s_t), the value before action t.
+    `first_epoch` is the first PPO epoch's minibatches, the old log-probs and values were scored in."""
 
     prompt_ids: torch.Tensor  # (P,)
     action_ids: torch.Tensor  # (N, T)
@@ -110,16 +112,22 @@ class PPOBuffer:
     old_values: torch.Tensor  # (N, T)
     advantages: torch.Tensor  # (N, T)
     returns: torch.Tensor  # (N, T)
+    first_epoch: list[torch.Tensor]  # (rows,) int64 each, in training order
 
     def __len__(self) -> int:
         return len(self.action_ids)
 
     def minibatch(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Rows `rows`, trimmed to their longest sequence, and the shared prompt."""
-        length = int(self.mask[rows].sum(dim=1).max().item()) if len(rows) else 0
+        length = longest(self.mask[rows])
         take = {name: getattr(self, name)[rows, :length] for name in
                 ("action_ids", "mask", "old_logprobs", "old_values", "advantages", "returns")}
         return {"prompt_ids": self.prompt_ids, **take}
+
+
+def longest(mask: torch.Tensor) -> int:
+    """The most real tokens in a row of the (B, T) mask: where a minibatch is trimmed (0 without rows)."""
+    return int(mask.sum(dim=1).max()) if len(mask) else 0
 
 
 def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,34 +141,68 @@ def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor
     return ids, mask
 
 
-def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[ScoredPuzzle],
-                 config: TrainConfig) -> tuple[PPOBuffer, float]:
-    """Old log-probs and values from the same scoring forward that training uses, then rewards
-    (the puzzle's R on its last token, minus the per-token KL penalty), GAE and whitening."""
+def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[ScoredPuzzle], config: TrainConfig,
+                 first_epoch: list[torch.Tensor]) -> tuple[PPOBuffer, dict[str, float]]:
+    """The iteration's PPO buffer, and the metrics to log: `ppo/kl_ref` (this rank's) and
+    `ppo/explained_variance` (of the old values, over every rank's tokens). Every rank must call it.
+
+    Old log-probs and values come from the forward training uses, run on exactly the first PPO epoch's
+    minibatches (`first_epoch`: buffer rows, in training order): under bf16 the same rows packed
+    otherwise get other log-probs (on the warm start, about 1% of tokens beyond the clip range before
+    any update), where these make the first minibatch's ratio exactly 1. Then rewards (the puzzle's R on
+    its last token, minus the per-token KL penalty), GAE and whitening with the moments of all ranks'
+    tokens together (`module.sum_over_ranks`), as one process holding them all would whiten.
+
+    The `none` preset (`module.rewarded` False) never trains on the buffer: it is left unscored, and
+    kl_ref is 0, as the policy it never updates is the reference."""
     ppo = config.ppo
     action_ids, mask = pad_actions(episodes)  # (N, T)
+    zeros = torch.zeros_like(mask)
+    if not module.rewarded:
+        return PPOBuffer(prompt_ids, action_ids, mask, zeros, zeros, zeros, zeros, first_epoch), {"ppo/kl_ref": 0.0}
+    logprobs, values, reference = _old_logprobs_and_values(module, prompt_ids, action_ids, mask, first_epoch,
+                                                           with_reference=ppo.kl_coef != 0)
+    advantages, returns = zeros, zeros  # every stream's puzzle was cut: the iteration trains on nothing
+    if episodes:
+        scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)
+        rewards = token_rewards(scores, logprobs, reference, mask, ppo.kl_coef, ppo.kl_estimator)
+        advantages, returns = gae(rewards.rewards, values, mask, ppo.gamma, ppo.lam)
+    if ppo.whiten_advantages:
+        advantages = whiten(advantages, mask, sum_over_ranks=module.sum_over_ranks)
+    metrics = {"ppo/kl_ref": float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask)),
+               "ppo/explained_variance": float(explained_variance(values, returns, mask, module.sum_over_ranks)),
+               "rollout/sampler_logprob_gap": sampler_logprob_gap(episodes, logprobs, mask)}
+    return PPOBuffer(prompt_ids, action_ids, mask, logprobs, values, advantages, returns, first_epoch), metrics
+
+
+def sampler_logprob_gap(episodes: Sequence[Episode], logprobs: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean |sampler's log-prob - scoring's| over the real tokens: the same weights must give the same tokens the
+    same log-probs, whichever path computed them. 1e-6 in fp32; bf16's rounding in bf16; a sampler that lost
+    the prompt, or a window counted in the wrong slots, shows as nats."""
+    behaviour = torch.zeros_like(logprobs)  # (N, T)
+    for row, episode in enumerate(episodes):
+        behaviour[row, :len(episode.logprobs)] = episode.logprobs
+    return float(masked_mean((logprobs - behaviour).abs(), mask))
+
+
+def _old_logprobs_and_values(module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor,
+                             minibatches: list[torch.Tensor],
+                             with_reference: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-probs, values and the reference's log-probs, each (N, T) and 0 at padding, scored minibatch by
+    minibatch on the inputs `PPOBuffer.minibatch` will give training. Without a reference (no KL penalty),
+    the policy's own log-probs stand for it."""
     logprobs, values, reference = (torch.zeros_like(mask) for _ in range(3))
-    if not episodes:  # every stream's puzzle was cut: the iteration trains on nothing
-        return PPOBuffer(prompt_ids, action_ids, mask, logprobs, values, values, values), 0.0
-    for start in range(0, len(episodes), SCORING_CHUNK):
-        rows = slice(start, start + SCORING_CHUNK)
-        length = int(mask[rows].sum(dim=1).max())
-        inputs = (prompt_ids.to(module.device), action_ids[rows, :length].to(module.device),
-                  mask[rows, :length].to(module.device))
-        chunk_logprobs, chunk_values, _ = module.score(*inputs)
-        logprobs[rows, :length], values[rows, :length] = chunk_logprobs.cpu(), chunk_values.cpu()
-        if ppo.kl_coef:
+    for rows in minibatches:
+        if not len(rows):  # more minibatches than puzzles
+            continue
+        length = longest(mask[rows])
+        inputs = [x.to(module.device) for x in (prompt_ids, action_ids[rows, :length], mask[rows, :length])]
+        rows_logprobs, rows_values, _ = module.score(*inputs)  # values in bf16 under bf16 autocast
+        logprobs[rows, :length], values[rows, :length] = (x.to("cpu", mask.dtype) for x in (rows_logprobs, rows_values))
+        if with_reference:
             with _reference_weights(module) as reference_model:
                 reference[rows, :length] = module.score(*inputs, model=reference_model)[0].cpu()
-    if not ppo.kl_coef:
-        reference = logprobs
-    scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)
-    rewards = token_rewards(scores, logprobs, reference, mask, ppo.kl_coef, ppo.kl_estimator)
-    advantages, returns = gae(rewards.rewards, values * mask, mask, ppo.gamma, ppo.lam)
-    if ppo.whiten_advantages and mask.sum() > 1:
-        advantages = whiten(advantages, mask)
-    kl_ref = float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask))
-    return PPOBuffer(prompt_ids, action_ids, mask, logprobs * mask, values * mask, advantages, returns), kl_ref
+    return logprobs, values, reference if with_reference else logprobs
 
 
 @contextlib.contextmanager

@@ -80,13 +80,14 @@ class RolloutCallback(L.Callback):
                                           gather=_gather_puzzles if trainer.world_size > 1 else None)
             scored = reward_puzzles(texts, judged, distances, self.reference_distance, self.config.reward)
             clock.lap("novelty")
-            buffer, kl_ref = build_buffer(module, self.prompt_ids, episodes, scored, self.config)
+            first_epoch = trainer.datamodule.draw_epoch(len(episodes))  # drawn now: the buffer is scored in it
+            buffer, metrics = build_buffer(module, self.prompt_ids, episodes, scored, self.config, first_epoch)
             clock.lap("old_logprobs_and_values")
         trainer.datamodule.buffer = buffer
         clock.laps["sandbox"] = self.solver.sandbox.busy_seconds - sandbox_before
         self.clock = clock
         self.work = {"puzzles": len(episodes), "action_tokens": int(buffer.mask.sum())}  # this rank's
-        self._log(trainer, scored, truncated, kl_ref, clock.total())
+        self._log(trainer, scored, truncated, metrics, clock.total())
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         """Where the iteration's time went, appended to iterations.jsonl (rank 0)."""
@@ -105,8 +106,11 @@ class RolloutCallback(L.Callback):
                                     "time/outside_models_frac": record["outside_models_frac"]},
                                    step=trainer.global_step)
 
-    def _log(self, trainer: L.Trainer, scored: list[ScoredPuzzle], truncated: int, kl_ref: float, seconds: float):
-        everyone = from_every_rank((scored, truncated, kl_ref, seconds))
+    def _log(self, trainer: L.Trainer, scored: list[ScoredPuzzle], truncated: int, metrics: dict[str, float],
+             seconds: float):
+        """`metrics` (`build_buffer`'s) are logged as their mean over the ranks (the explained variance is
+        already every rank's alike)."""
+        everyone = from_every_rank((scored, truncated, metrics, seconds))
         if trainer.global_rank != 0:
             self.puzzles_generated += sum(len(s) for s, *_ in everyone)
             return
@@ -136,7 +140,7 @@ class RolloutCallback(L.Callback):
             "rollout/truncated": sum(t for _, t, *_ in everyone),
             "rollout/puzzles_per_s": len(all_scored) / max(max(s for *_, s in everyone), 1e-9),
             "rollout/archive_size": len(trainer.datamodule.archive),
-            "ppo/kl_ref": float(np.mean([k for _, _, k, _ in everyone])),
+            **{name: float(np.mean([rank_metrics[name] for _, _, rank_metrics, _ in everyone])) for name in metrics},
         }, step=trainer.global_step)
         recent = "\n\n".join(f"R={p.reward:.2f} R_d={p.r_difficulty:.2f} R_n={p.r_novelty:.2f}\n\n    "
                              + p.text.replace("\n", "\n    ") for p in all_scored[-5:])

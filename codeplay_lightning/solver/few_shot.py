@@ -7,7 +7,9 @@ rows go to the LLM in batches across puzzles, then to the sandbox.
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +19,7 @@ from codeplay_lightning.puzzles import Puzzle, solver_prompt
 from codeplay_lightning.solver.common import SolverConfig
 
 G_HEADER = "def g():"  # the end of every Solver prompt; a candidate is this plus the continuation
+LINE_BREAK = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")  # after each line break Python's parser counts: \n, \r\n, \r
 
 
 def difficulty(attempts: int, passes: int) -> float:
@@ -108,10 +111,22 @@ class FewShotSolver:
 
 def candidate_program(puzzle: Puzzle, continuation: str) -> Program:
     """The program judging `def g():` + `continuation` (already cut at the stop) against `puzzle`.
-    g's body ends at the first line that starts at column 0: top-level code after it (a
-    `print(f(g()))` after a blank line, say) is not part of g, and would run when g is defined."""
-    lines = continuation.split("\n")
-    end = next((index for index, line in enumerate(lines) if index and line.strip() and not line[0].isspace()),
-               len(lines))  # line 0 is the rest of the `def g():` line
-    body = continuation if end == len(lines) else "\n".join(lines[:end]).rstrip() + "\n"
-    return Program(f=puzzle.f, g=G_HEADER + body, ans_type=puzzle.ans_type, name=puzzle.name)
+
+    g ends where Python's parser ends its function, so a column-0 comment or a column-0 line inside a
+    multi-line string stays in g, while top-level code after g (a `print(f(g()))`, say) is cut: it would
+    run when g is defined. The text parsed is the longest that parses of: the whole candidate, then the
+    candidate cut before each column-0 line of code (not a comment), since the code after g may itself be
+    broken (cut by the token limit, say). When none parses, g itself is broken: the candidate stays whole
+    and the sandbox reports its syntax error."""
+    g = G_HEADER + continuation
+    lines = LINE_BREAK.split(g)  # each line keeps its line break
+    top_level = [index for index in range(len(lines) - 1, 0, -1) if lines[index][:1] not in " \t#\r\n"]
+    for end in (len(lines), *top_level):
+        try:
+            g_end = ast.parse("".join(lines[:end])).body[0].end_lineno
+        except (SyntaxError, ValueError, MemoryError, RecursionError):  # a null byte; nesting past the parser's stack
+            continue
+        if "".join(lines[g_end:]).strip():
+            g = "".join(lines[:g_end]).rstrip() + "\n"
+        break
+    return Program(f=puzzle.f, g=g, ans_type=puzzle.ans_type, name=puzzle.name)

@@ -13,12 +13,20 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, ScriptedLLM, answer_by_puzzle, stream_llama
+from support import (
+    GOOD_MORNING,
+    NEGATIVE_ROOT,
+    SEVEN,
+    ScriptedLLM,
+    answer_by_puzzle,
+    scalar_values,
+    stream_llama,
+)
 
 from codeplay_lightning.config import ConfigError, load_config
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
-from codeplay_lightning.setter import rollout_callback
+from codeplay_lightning.setter import SetterPPOModule, rollout_callback
 from codeplay_lightning.setter.rollout import Episode, rank_share
 from codeplay_lightning.sweep import completed_iterations
 from codeplay_lightning.train import train
@@ -50,15 +58,6 @@ def read_puzzles(run_dir: Path) -> list[dict]:
 LOGGED_TAGS = set(re.findall(r"`((?:reward|rollout|ppo)/\w+)`", (CONFIGS.parent / "docs" / "training.md").read_text()))
 
 
-def scalar_tags(run_dir: Path) -> list[str]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    (events,) = run_dir.glob("events.out.tfevents.*")
-    accumulator = EventAccumulator(str(events))
-    accumulator.Reload()
-    return accumulator.Tags()["scalars"]
-
-
 def load_checkpoint(run_dir: Path) -> dict:
     return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
 
@@ -69,7 +68,8 @@ def finished_iterations(run_dir: Path) -> int:
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_config_file_loads_and_validates(path):
-    config = load_config([path])
+    no_p3_clone = ["reward.reference=null", "reward.reference_split=null"] if path.stem == "paper" else []
+    config = load_config([path], no_p3_clone)
     assert config.name == ("balanced" if path.stem in ("base", "paper") else path.stem)
     if path.stem in ("none", "difficulty", "novelty", "balanced", "novelty_biased"):
         weights = {"none": (0, 0), "difficulty": (1, 0), "novelty": (0, 1), "balanced": (1, 1),
@@ -125,7 +125,7 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
     assert checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
     archive = checkpoint["ArchiveDataModule"]["archive"]
     assert archive["texts"] == [p["puzzle"] for p in puzzles]
-    tags = scalar_tags(run_dir)
+    tags = list(scalar_values(run_dir))
     assert len(LOGGED_TAGS) >= 12 and set(tags) >= LOGGED_TAGS  # the names docs/training.md promises, as they are
     assert not [tag for tag in tags if tag.endswith(("_step", "_epoch"))]
     iterations = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
@@ -163,12 +163,22 @@ def test_n_envs_counts_the_streams_of_all_devices(total, world_size):
     assert sum(shares) == total and max(shares) - min(shares) <= 1
 
 
-def test_the_none_preset_never_updates(tmp_path, stream_model, char_tokenizer):
-    """The paper's no-reward baseline does no optimisation, nor the PPO pass: whitened value-head noise is no signal."""
+def test_the_none_preset_never_updates(tmp_path, stream_model, char_tokenizer, monkeypatch):
+    """The paper's no-reward baseline does no optimisation, nor the PPO pass, nor the rollout's scoring of a buffer
+    it never trains on: whitened value-head noise is no signal."""
+    scorings, score = [], SetterPPOModule.score
+
+    def counted_score(*args, **kwargs):
+        scorings.append(args[2].shape)  # the actions scored
+        return score(*args, **kwargs)
+
+    monkeypatch.setattr(SetterPPOModule, "score", counted_score)
     run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "reward.w_difficulty=0",
                   "reward.w_novelty=0")
-    ppo_tags = {tag for tag in scalar_tags(run_dir) if tag.startswith("ppo/")}
-    assert ppo_tags == {"ppo/kl_ref"}  # the rollout's; no loss was computed
+    assert not scorings
+    logged = scalar_values(run_dir)
+    assert {tag for tag in logged if tag.startswith("ppo/")} == {"ppo/kl_ref"}  # the rollout's; no loss was computed
+    assert logged["ppo/kl_ref"] == [0.0]  # the policy, never updated, is the reference
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["optimizer_states"][0]["state"] == {}  # Adam never stepped
     for name, value in stream_model.state_dict().items():
@@ -245,7 +255,8 @@ def test_checkpoint_of_another_model_is_refused(tmp_path, stream_model, char_tok
 
 @pytest.mark.parametrize("preset", ["difficulty", "novelty"])
 def test_the_paper_scale_keeps_the_weight_presets_run_name_and_root(preset):
-    config = load_config([CONFIGS / f"{preset}.yaml", CONFIGS / "paper.yaml"])
+    config = load_config([CONFIGS / f"{preset}.yaml", CONFIGS / "paper.yaml"],
+                         ["reward.reference=null", "reward.reference_split=null"])  # no P3 clone here
     assert (config.name, config.trainer.run_root) == (preset, "runs/paper")
 
 
@@ -273,14 +284,14 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
     samples = sample(model, char_tokenizer, [prompt] * 3, SamplingConfig(20, temperature=0.7),
                      [torch.Generator().manual_seed(seed) for seed in range(3)])
     module = SetterPPOModule(model, None, PPOConfig(), 0.7, 16, True, identity={})
-    action_ids, mask = pad_actions([Episode(text, ids) for text, ids in zip(samples.texts, samples.token_ids)])
+    action_ids, mask = pad_actions([Episode(*row) for row in zip(samples.texts, samples.token_ids, samples.logprobs)])
     prompt_ids = torch.tensor(char_tokenizer(prompt)["input_ids"])
     with torch.no_grad():
         logprobs, values, entropies = module.score(prompt_ids, action_ids, mask)
     for row, sampled in enumerate(samples.logprobs):
         torch.testing.assert_close(logprobs[row, :len(sampled)], sampled, atol=1e-4, rtol=1e-4)
     assert values.shape == action_ids.shape
-    assert entropies.shape == action_ids.shape  # at the sampling temperature: tests/unit/test_setter_scoring.py
+    assert entropies.shape == action_ids.shape  # at the sampling temperature: tests/unit/test_model_matrix_scoring.py
 
 
 def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path, stream_model, char_tokenizer):
@@ -302,8 +313,11 @@ def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path,
 def valid_puzzles(monkeypatch, char_tokenizer):
     """The Setter's streams write these three puzzles every iteration (random characters never parse)."""
     def three_puzzles(*args):
-        return [Episode(text, torch.tensor(char_tokenizer(text + "\n\n")["input_ids"]))
-                for text in (SEVEN.f, NEGATIVE_ROOT.f, GOOD_MORNING.f)], 0
+        episodes = []
+        for text in (SEVEN.f, NEGATIVE_ROOT.f, GOOD_MORNING.f):
+            ids = torch.tensor(char_tokenizer(text + "\n\n")["input_ids"])
+            episodes.append(Episode(text, ids, torch.zeros(len(ids))))  # log-probs: no sampler wrote these
+        return episodes, 0
 
     monkeypatch.setattr(rollout_callback, "generate_episodes", three_puzzles)
 

@@ -1,4 +1,5 @@
-"""`keep_freed_memory` makes glibc keep a freed large block in the heap, where it is reused."""
+"""`keep_freed_memory` makes glibc keep a freed large block in the heap, where it is reused; only training on
+the CPU asks for it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import ctypes
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +56,24 @@ def test_without_glibc_it_warns_and_changes_nothing(monkeypatch, caplog):
     monkeypatch.setattr(allocator.ctypes.util, "find_library", lambda name: None)
     assert allocator.keep_freed_memory() is False
     assert "not glibc" in caplog.text
+
+
+@pytest.mark.parametrize("argv, cuda, kept", [
+    (["verify", "no-such-file.jsonl"], False, False),  # a command that trains nothing
+    (["train", "configs/smoke.yaml", "trainer.accelerator=cpu"], True, True),
+    (["train", "configs/smoke.yaml", "trainer.accelerator=gpu"], False, False),
+    (["train", "configs/smoke.yaml", "trainer.accelerator=auto"], False, True),
+    (["train", "configs/smoke.yaml", "trainer.accelerator=auto"], True, False),
+])
+def test_only_training_on_the_cpu_keeps_freed_memory(monkeypatch, caplog, argv, cuda, kept):
+    """On a GPU the tensors are on the device: kept host memory would only hold each rank's peak until exit."""
+    import torch
+
+    from codeplay_lightning import allocator, cli, train
+
+    monkeypatch.chdir(Path(__file__).parents[2])
+    monkeypatch.setattr(allocator.ctypes.util, "find_library", lambda name: None)  # a call shows as a warning
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(train, "train", lambda config, resume: Path("runs/nothing"))
+    cli.main(argv)
+    assert ("not glibc" in caplog.text) == kept

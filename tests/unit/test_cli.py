@@ -167,3 +167,35 @@ def test_the_warmstart_alias_without_its_adapter_says_how_to_build_it(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="make warmstart"):
         warmstart_model_dir(tmp_path / "no-adapter")
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "--setter", "1", "--out", "{tmp}/eval"],
+    ["synthesize", "--task", "p3", "bundled", "--limit", "1", "--out", "{tmp}/synthesis"],
+])
+@pytest.mark.parametrize("option, cuda, device", [
+    ([], False, "cpu"), ([], True, "cuda"), (["--device", "cpu"], True, "cpu"),
+    (["--device", "cuda:1"], True, "cuda:1"),
+])
+def test_the_device_option_reaches_the_model_loader(tmp_path, monkeypatch, model_loads, command, option, cuda,
+                                                    device):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2 if cuda else 0)
+    assert main([item.replace("{tmp}", str(tmp_path)) for item in command + option]) == 2
+    assert [load["device"] for load in model_loads] == [device]
+
+
+@pytest.mark.parametrize("device, message", [("gpu", "'gpu' is not a device: auto, cpu, cuda or cuda:N"),
+                                             ("cuda:x", "'cuda:x' is not a device"),
+                                             ("cuda", "'cuda': CUDA is not available")])
+def test_a_bad_device_is_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys, model_loads, device,
+                                                         message):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--setter", "1", "--device", device, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and not model_loads
+    assert f"argument --device: {message}" in capsys.readouterr().err.strip().splitlines()[-1]

@@ -54,3 +54,20 @@ def test_bad_input_is_one_line(data, capsys, argv, message):
     assert main([item.replace("{data}", str(data)) for item in argv]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error:") and message in error and "\n" not in error
+
+
+@pytest.mark.parametrize("option, cuda, capability, device, dtype", [
+    ([], False, None, "cpu", "bfloat16"),
+    ([], True, (8, 0), "cuda", "bfloat16"),
+    (["--device", "cuda"], True, (7, 0), "cuda", "float32"),  # before Ampere bf16 is only emulated
+    (["--device", "cpu"], True, None, "cpu", "bfloat16"),
+])
+def test_synthesize_loads_the_model_on_the_device_in_a_dtype_it_runs(data, monkeypatch, model_loads, option, cuda,
+                                                                     capability, device, dtype):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: capability)
+    assert main(["cwm", "synthesize", "--data", str(data), "--env", "CartPole-v1", "--out", str(data / "synthesis"),
+                 *option]) == 2
+    assert [(load["device"], load["dtype"]) for load in model_loads] == [(device, getattr(torch, dtype))]

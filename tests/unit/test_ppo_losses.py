@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ from torch.testing import assert_close
 
 from codeplay_lightning.ppo import losses
 from codeplay_lightning.ppo.losses import (
+    explained_variance,
     gae,
     kl_penalty,
     logprobs_and_entropy,
@@ -81,6 +84,22 @@ def ref_gae(rewards, values, mask, gamma, lam, bootstrap=None):
     return advantages, returns
 
 
+def ref_variance(real: list[float]) -> tuple[float, float]:
+    """(mean, unbiased variance) of a list."""
+    mean = sum(real) / len(real)
+    return mean, sum((v - mean) ** 2 for v in real) / (len(real) - 1)
+
+
+def ref_whiten(x, mask, shift_mean: bool) -> tuple[torch.Tensor, float]:
+    """(whitened x, the mean of its real tokens)."""
+    mean, variance = ref_variance([float(x[b, t]) for b, row in enumerate(real_positions(mask)) for t in row])
+    expected = torch.zeros(x.shape, dtype=torch.float64)
+    for b, row in enumerate(real_positions(mask)):
+        for t in row:
+            expected[b, t] = (float(x[b, t]) - mean) / math.sqrt(variance + 1e-8) + (0 if shift_mean else mean)
+    return expected, mean
+
+
 def ref_entropy(logits_row) -> float:
     top = max(logits_row)
     z = sum(math.exp(l - top) for l in logits_row)
@@ -137,13 +156,7 @@ def test_gae_with_lambda_and_gamma_one_is_reward_to_go_minus_value():
 def test_whiten_matches_reference(layout, shift_mean):
     torch.manual_seed(4)
     mask, x = make_mask(layout), 3 + 2 * randn(B, T)
-    real = [float(x[b, t]) for b, row in enumerate(real_positions(mask)) for t in row]
-    mean = sum(real) / len(real)
-    std = math.sqrt(sum((v - mean) ** 2 for v in real) / (len(real) - 1) + 1e-8)
-    expected = torch.zeros(B, T, dtype=torch.float64)
-    for b, row in enumerate(real_positions(mask)):
-        for t in row:
-            expected[b, t] = (float(x[b, t]) - mean) / std + (0 if shift_mean else mean)
+    expected, mean = ref_whiten(x, mask, shift_mean)
     whitened = whiten(x, mask, shift_mean)
     assert_close(whitened, expected)
     real_whitened = whitened[mask.bool()]
@@ -297,3 +310,98 @@ def test_padding_never_changes_results_or_gradients(name, layout, mask_dtype):
         assert_close(dirty_output, clean_output)
     for clean_grad, dirty_grad in zip(clean_grads, dirty_grads):
         assert_close(dirty_grad, clean_grad)
+
+
+# ---- DDP: several ranks against one process holding all their tokens ------------------------------
+
+RANKS = [slice(0, 3), slice(3, B)]  # rank 0 holds rows 0-2 (0, 1 and T real tokens), rank 1 the rest
+
+
+class ThreadRanks:
+    """DDP ranks as threads of one process: `sum_over_ranks(rank)` is an all-reduce sum among them."""
+
+    def __init__(self, world_size: int):
+        self.world_size, self.barrier, self.slots = world_size, threading.Barrier(world_size), [None] * world_size
+
+    def sum_over_ranks(self, rank: int):
+        def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+            self.slots[rank] = tensor
+            self.barrier.wait()
+            total = sum(self.slots)  # the same order on every rank: the same bits
+            self.barrier.wait()  # no rank overwrites its slot before every rank has summed
+            return total
+        return all_reduce
+
+    def run(self, fn) -> list:
+        """fn(rank, sum_over_ranks) on every rank at once; the results in rank order."""
+        with ThreadPoolExecutor(self.world_size) as pool:
+            return list(pool.map(lambda rank: fn(rank, self.sum_over_ranks(rank)), range(self.world_size)))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_whitening_and_explained_variance_over_ranks_are_those_of_one_process(layout):
+    """Each rank whitens with all ranks' moments, as one process would (naive loops over every real token)."""
+    torch.manual_seed(12)
+    mask, x, values = make_mask(layout), 3 + 2 * randn(B, T), randn(B, T)
+    expected, _ = ref_whiten(x, mask, shift_mean=True)
+    real = real_positions(mask)
+    returns = [float(x[b, t]) for b, row in enumerate(real) for t in row]
+    errors = [float(x[b, t] - values[b, t]) for b, row in enumerate(real) for t in row]
+    expected_explained = 1 - ref_variance(errors)[1] / ref_variance(returns)[1]
+
+    def on_rank(rank: int, sum_over_ranks) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = RANKS[rank]
+        return (whiten(x[rows], mask[rows], sum_over_ranks=sum_over_ranks),
+                explained_variance(values[rows], x[rows], mask[rows], sum_over_ranks))
+
+    ranks = ThreadRanks(len(RANKS)).run(on_rank)
+    assert_close(torch.cat([whitened for whitened, _ in ranks]), expected)
+    for _, explained in ranks:
+        assert_close(explained.item(), expected_explained)
+    assert_close(explained_variance(values, x, mask).item(), expected_explained)  # one process
+
+
+def test_explained_variance_is_one_for_exact_values_zero_for_constant_ones_and_nan_for_constant_returns():
+    mask, returns = make_mask("right"), randn(B, T)
+    assert_close(explained_variance(returns, returns, mask).item(), 1.0)
+    assert_close(explained_variance(returns + 3, returns, mask).item(), 1.0)  # a variance: blind to a bias
+    assert_close(explained_variance(torch.zeros_like(returns), returns, mask).item(), 0.0)
+    assert math.isnan(explained_variance(randn(B, T), torch.ones(B, T, dtype=torch.float64), mask).item())
+
+
+def test_ranks_token_sums_over_their_mean_token_count_average_to_one_process_gradient():
+    """DDP averages the ranks' gradients. With `tokens` = all ranks' real tokens / the world size, that average
+    is the gradient of the mean over all ranks' tokens (a naive loop over them), however unevenly the ranks
+    hold them; with each rank's own token mean, a token of the rank with fewer counts more."""
+    torch.manual_seed(13)
+    mask, clip, value_coef, entropy_coef = make_mask("holes"), 0.2, 0.5, 0.01
+    old_logprobs, old_values, advantages, returns = -randn(B, T).abs(), randn(B, T), randn(B, T), randn(B, T)
+    entropy0 = randn(B, T).abs()
+    directions = {key: randn(B, T) for key in ("lp", "v", "e")}
+    theta = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)  # the weights every rank shares
+
+    def loss(rows, tokens=None) -> torch.Tensor:
+        logprobs = old_logprobs[rows] + theta * directions["lp"][rows]  # some ratios beyond the clip range
+        values = old_values[rows] + theta * directions["v"][rows]
+        entropies = entropy0[rows] + theta * directions["e"][rows]
+        return (policy_loss(logprobs, old_logprobs[rows], advantages[rows], mask[rows], clip, tokens).pg_loss
+                + value_coef * value_loss(values, old_values[rows], returns[rows], mask[rows], clip, tokens)
+                - entropy_coef * losses.masked_mean(entropies, mask[rows], tokens=tokens))
+
+    def ddp_gradient(tokens: torch.Tensor | None) -> torch.Tensor:  # the ranks' mean, as DDP's all-reduce makes it
+        return sum(torch.autograd.grad(loss(rows, tokens), theta)[0] for rows in RANKS) / len(RANKS)
+
+    per_token = []
+    for b, row in enumerate(real_positions(mask)):
+        for t in row:
+            ratio = torch.exp(theta * directions["lp"][b, t])  # new log-prob minus the old
+            value, advantage = old_values[b, t] + theta * directions["v"][b, t], advantages[b, t]
+            value_clipped = old_values[b, t] + torch.clamp(value - old_values[b, t], -clip, clip)
+            value_term = torch.maximum((value - returns[b, t]) ** 2, (value_clipped - returns[b, t]) ** 2)
+            entropy = entropy0[b, t] + theta * directions["e"][b, t]
+            per_token.append(torch.maximum(-advantage * ratio, -advantage * torch.clamp(ratio, 1 - clip, 1 + clip))
+                             + value_coef * 0.5 * value_term - entropy_coef * entropy)
+    expected = torch.autograd.grad(sum(per_token) / len(per_token), theta)[0]
+
+    assert_close(ddp_gradient(mask.sum() / len(RANKS)), expected)
+    assert not torch.isclose(ddp_gradient(None), expected)  # each rank's own token mean

@@ -7,6 +7,7 @@ import string
 
 import pytest
 import torch
+from support import reference_logprobs, stream_alone
 
 from codeplay_lightning.models.sampling import (
     Samples,
@@ -28,16 +29,6 @@ PROMPT_SETS = {
 
 def generators(seeds: list[int]) -> list[torch.Generator]:
     return [torch.Generator().manual_seed(seed) for seed in seeds]
-
-
-def reference_logprobs(model, tokenizer, prompt: str, token_ids: torch.Tensor, temperature: float):
-    """log_softmax(logits / T) at each generated token from one unpadded forward over prompt + tokens."""
-    prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]  # (P,)
-    sequence = torch.cat([prompt_ids, token_ids])[None]  # (1, P + n)
-    with torch.no_grad():
-        logits = model(input_ids=sequence).logits[0, len(prompt_ids) - 1 : -1].float()  # (n, V)
-    logprobs = torch.log_softmax(logits / (temperature or 1.0), dim=-1)  # (n, V)
-    return logprobs.gather(-1, token_ids[:, None]).squeeze(-1)  # (n,)
 
 
 @pytest.mark.parametrize("prompt_set", PROMPT_SETS)
@@ -226,25 +217,6 @@ def test_a_prompt_ends_on_the_tokens_its_own_block_has_there(char_tokenizer):
 
 
 # ---------------------------------------------------------------- continuous streams
-
-
-def stream_alone(model, tokenizer, prompt: str, n_steps: int, config: SamplingConfig, seed: int):
-    """The naive reference for one stream: a full forward over prompt + open continuation per token."""
-    generator = torch.Generator().manual_seed(seed)
-    prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]
-    pieces, open_ids, open_logprobs = [], [], []
-    for _ in range(n_steps):
-        with torch.no_grad():
-            logits = model(input_ids=torch.cat([prompt_ids, torch.tensor(open_ids, dtype=torch.long)])[None]).logits
-        token, logprob = pick_tokens(logits[:, -1].float(), config.temperature, config.top_p,
-                                     torch.rand(1, generator=generator), config.top_k)
-        open_ids.append(int(token))
-        open_logprobs.append(float(logprob))
-        text = tokenizer.decode(open_ids)
-        if open_ids[-1] == tokenizer.eos_token_id or any(stop in text for stop in config.stop_strings):
-            pieces.append((open_ids, open_logprobs, True))
-            open_ids, open_logprobs = [], []
-    return pieces + ([(open_ids, open_logprobs, False)] if open_ids else [])
 
 
 @pytest.mark.parametrize("temperature, top_p", [(0.0, 1.0), (0.9, 1.0), (1.2, 0.8)])

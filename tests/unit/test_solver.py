@@ -45,11 +45,29 @@ def test_difficulty_rejects_impossible_counts(attempts, passes):
     ('\n    x = "morn"\n\n    return x + "ing"\nassert_ok = 1', '\n    x = "morn"\n\n    return x + "ing"\n'),
     ('\n    return "morning"\n# done', '\n    return "morning"\n'),
     ('\n    return "morning"', '\n    return "morning"'),
+    ('\n    x = "morn"\n# the answer\n    return x + "ing"', '\n    x = "morn"\n# the answer\n    return x + "ing"'),
+    ('\n    s = """\nmorning"""\n    return s.strip()\nprint(g())',
+     '\n    s = """\nmorning"""\n    return s.strip()\n'),
+    ('\n    return "morning"\r\nprint(g())\rprint(f(g()))', '\n    return "morning"\n'),
+    ('\n    return "morning"\n\nprint(f(g()', '\n    return "morning"\n'),  # broken code after g
 ])
 def test_a_candidate_is_g_alone_without_the_top_level_code_after_it(sandbox, continuation, body):
     program = candidate_program(GOOD_MORNING, continuation)
     assert program.g == "def g():" + body
     assert sandbox.verify([program])[0].status == "pass"
+
+
+def test_a_broken_g_stays_whole_for_the_sandbox_to_report(sandbox):
+    """Cutting it at a column-0 line would judge another program: here one that returns None."""
+    continuation = '\n    x = "morn"\n# the answer\n    return x +\nprint(f(g()))'
+    program = candidate_program(GOOD_MORNING, continuation)
+    assert program.g == "def g():" + continuation
+    assert sandbox.verify([program])[0].status == "syntax"
+
+
+def test_nesting_past_the_parsers_stack_leaves_g_whole_instead_of_raising():
+    continuation = "\n    return " + "not " * 100_000 + "True\nprint(f(g()))"
+    assert candidate_program(GOOD_MORNING, continuation).g == "def g():" + continuation
 
 
 def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):

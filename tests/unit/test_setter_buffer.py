@@ -1,0 +1,48 @@
+"""`build_buffer` scores the buffer in exactly the first PPO epoch's minibatches, so that under bf16 the old
+log-probs and values are bit for bit those the first epoch's training forward computes while the weights are
+unchanged (PPO's ratio exactly 1); the sampler serves those minibatches, then reshuffles as before."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import torch
+from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.pytorch.strategies import SingleDeviceStrategy
+from support import random_puzzles
+
+from codeplay_lightning.archive import NoveltyArchive
+from codeplay_lightning.config import PPOConfig, TrainConfig
+from codeplay_lightning.setter import ArchiveDataModule, SetterPPOModule, build_buffer
+from codeplay_lightning.setter.rollout_callback import rollout_precision
+
+LENGTHS = [3, 17, 1, 40, 9, 26, 5, 12, 33, 2, 21]  # actions per puzzle: packs of several rows, and rows alone
+
+
+def test_the_old_logprobs_are_the_first_epochs_bit_for_bit_under_bf16(tiny_llama):
+    config = TrainConfig(ppo=PPOConfig(n_minibatches=3, ppo_epochs=2, kl_coef=0.1))
+    torch.manual_seed(1)  # the value head's initialisation
+    frozen = copy.deepcopy(tiny_llama).requires_grad_(False).to(torch.bfloat16)
+    module = SetterPPOModule(copy.deepcopy(tiny_llama), frozen, config.ppo, 0.8, 16, True, identity={})
+    module._trainer = SimpleNamespace(strategy=SingleDeviceStrategy(torch.device("cpu")), world_size=1)
+    data = ArchiveDataModule(NoveltyArchive(4), config.ppo, seed=0)
+    episodes, scored = random_puzzles(LENGTHS)
+    prompt_ids = torch.randint(3, 90, (30,), generator=torch.Generator().manual_seed(1))
+    precision = MixedPrecision("bf16-mixed", "cpu")
+
+    first_epoch = data.draw_epoch(len(episodes))
+    with torch.no_grad(), rollout_precision(precision):  # as the rollout scores
+        data.buffer, _ = build_buffer(module, prompt_ids, episodes, scored, config, first_epoch)
+    minibatches = list(data.train_dataloader())
+    assert len(minibatches) == 2 * 3
+    for batch in minibatches[:3]:  # the first epoch, scored with gradient as its training steps score it
+        with precision.forward_context():
+            logprobs, values, _ = module.score(batch["prompt_ids"], batch["action_ids"], batch["mask"])
+        assert torch.equal(logprobs.detach(), batch["old_logprobs"])
+        assert torch.equal(values.detach().float(), batch["old_values"])
+
+    shuffle = torch.Generator().manual_seed(0)  # the sampler drew what it drew before, in the same order
+    assert torch.equal(torch.cat(first_epoch), torch.randperm(len(episodes), generator=shuffle))
+    torch.randperm(len(episodes), generator=shuffle)  # the second epoch's
+    assert torch.equal(data.shuffle.get_state(), shuffle.get_state())
