@@ -1,18 +1,20 @@
 """Two CPU ranks (gloo) against one process on the same puzzles, through `build_buffer` and the module's
 training step: the gradient DDP applies (the mean of the ranks' gradients) and the whitened advantages must be
 one process's, each token counting alike whichever rank holds it, however unevenly the ranks hold them; the
-explained variance every rank logs is one process's too. The ranks are `torch.multiprocessing` processes."""
+explained variance every rank logs is one process's too. The ranks are processes of their own."""
 
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy, Strategy
 from support import random_puzzles
 
@@ -44,10 +46,12 @@ def gradient_and_buffer(model, strategy: Strategy, world_size: int, rows: slice 
     return {name: parameter.grad for name, parameter in module.named_parameters()}, buffer, metrics
 
 
-def _rank(rank: int, model_class: type, model_config, weights: dict[str, torch.Tensor], out: Path) -> None:
-    """Rebuilt from its config and weights: a pickled transformers model loses its hidden-state hooks."""
-    model = model_class(model_config)
-    model.load_state_dict(weights)
+def _rank(rank: int, out: Path) -> None:
+    """One rank, in a process of its own. The model is rebuilt from its config and weights: a pickled
+    transformers model loses its hidden-state hooks."""
+    saved = torch.load(out / "model.pt", weights_only=False)
+    model = saved["class"](saved["config"])
+    model.load_state_dict(saved["weights"])
     dist.init_process_group("gloo", init_method=f"file://{out / 'rendezvous'}", rank=rank, world_size=2)
     try:
         gradient, buffer, metrics = gradient_and_buffer(model, DDPStrategy(), 2, RANK_ROWS[rank])
@@ -61,10 +65,14 @@ def _rank(rank: int, model_class: type, model_config, weights: dict[str, torch.T
 
 
 def test_two_gloo_ranks_give_one_process_gradient_and_whitened_advantages(tiny_llama, tmp_path):
-    # spawned: a fork of this process, which has run OpenMP threads, hangs in them; and a fork server would outlive
-    # the test, a stray process to the sandbox tests that count them
-    mp.start_processes(_rank, args=(type(tiny_llama), tiny_llama.config, tiny_llama.state_dict(), tmp_path), nprocs=2,
-                       start_method="spawn")
+    # fresh interpreters: a fork of this process, which has run OpenMP threads, hangs in them, and multiprocessing's
+    # fork server or resource tracker would outlive the test (strays to the sandbox tests, which count processes)
+    torch.save({"class": type(tiny_llama), "config": tiny_llama.config, "weights": tiny_llama.state_dict()},
+               tmp_path / "model.pt")
+    code = "import sys, test_ddp_maths; test_ddp_maths._rank(int(sys.argv[1]), test_ddp_maths.Path(sys.argv[2]))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])}
+    ranks = [subprocess.Popen([sys.executable, "-c", code, str(rank), str(tmp_path)], env=env) for rank in (0, 1)]
+    assert [rank.wait(timeout=300) for rank in ranks] == [0, 0]
     ranks = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
     gradient, buffer, metrics = gradient_and_buffer(tiny_llama, SingleDeviceStrategy(torch.device("cpu")), 1)
 
