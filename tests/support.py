@@ -94,6 +94,11 @@ class ScriptedLLM:
         return completions
 
 
+def generators(seeds: list[int]) -> list[torch.Generator]:
+    """One seeded CPU generator per seed: what makes a sampled row reproducible whatever its batch."""
+    return [torch.Generator().manual_seed(seed) for seed in seeds]
+
+
 def reference_logprobs(model, tokenizer, prompt: str, token_ids: torch.Tensor, temperature: float):
     """log_softmax(logits / T) at each generated token from one unpadded forward over prompt + tokens."""
     prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]  # (P,)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from model_families import FAMILIES, tiny_model
-from support import reference_logprobs, stream_alone
+from support import generators, reference_logprobs, stream_alone
 
 from codeplay_lightning.models import sampling
 from codeplay_lightning.models.families import attention_paths
@@ -23,10 +23,6 @@ STOPS = tuple("aeiou\n:>")
 FAST = {"llama", "gpt2", "gpt_neox", "phi"}
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def generators(seeds) -> list[torch.Generator]:
-    return [torch.Generator().manual_seed(seed) for seed in seeds]
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

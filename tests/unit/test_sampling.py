@@ -7,7 +7,7 @@ import string
 
 import pytest
 import torch
-from support import reference_logprobs, stream_alone
+from support import generators, reference_logprobs, stream_alone
 
 from codeplay_lightning.models.sampling import (
     Samples,
@@ -25,10 +25,6 @@ PROMPT_SETS = {
     "repeated": PROMPTS + PROMPTS[:1],  # a repeated prompt is prefilled once
     "shared prefix": [FEW_SHOT + prompt for prompt in PROMPTS],  # the common prefix is prefilled once
 }
-
-
-def generators(seeds: list[int]) -> list[torch.Generator]:
-    return [torch.Generator().manual_seed(seed) for seed in seeds]
 
 
 @pytest.mark.parametrize("prompt_set", PROMPT_SETS)
