@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("file", help="JSONL of {name?, f, g, ans_type?} or a P3 puzzles.json")
     verify.add_argument("--timeout", type=_seconds, default=1.0, help="seconds per program (P3's judge: 1)")
     verify.add_argument("--workers", type=_workers, default=2, help="sandbox wardens (programs judged at once)")
+    verify.add_argument("--require-isolation", action="store_true",
+                        help="refuse to run programs with less than full isolation (root: namespaces, cgroup, seccomp)")
     verify.add_argument("--out", help="JSONL of verdicts (default: <file stem>.verdicts.jsonl here)")
     verify.set_defaults(run=run_verify)
 
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = commands.add_parser("bench", help="side-by-side benchmarks; prints ratios, writes JSON")
     bench.add_argument("--out", default="bench/bench.json")
-    bench.add_argument("--pairs", type=int, default=2000, help="programs in the sandbox benchmark")
+    bench.add_argument("--pairs", type=int, default=3000, help="programs in the sandbox benchmark")
     bench.add_argument("--skip-model", action="store_true", help="only the sandbox benchmark")
     bench.set_defaults(run=run_bench)
 
@@ -216,7 +218,8 @@ def run_verify(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as handle:  # opened first: a bad --out fails before the batch, not after it
         started = time.perf_counter()
-        with Sandbox(workers=args.workers, timeout=args.timeout) as sandbox, _progress() as progress:
+        with (Sandbox(workers=args.workers, timeout=args.timeout, require_isolation=args.require_isolation) as sandbox,
+              _progress() as progress):
             isolation = sandbox.isolation
             task = progress.add_task("verifying", total=len(programs))
             verdicts = iter(sandbox.verify(programs, on_verdict=lambda *_: progress.advance(task)))

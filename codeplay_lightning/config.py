@@ -95,6 +95,7 @@ class RolloutConfig:
 class SandboxConfig:
     workers: int = 2  # programs judged at once, one warden process each
     timeout: float = 1.0  # seconds per program, as P3's judge
+    require_isolation: bool = False  # refuse to judge with less than full isolation (needs root), not just warn
 
     def __post_init__(self) -> None:
         _require(1 <= self.workers <= 256, f"sandbox.workers must be from 1 to 256, got {self.workers}")

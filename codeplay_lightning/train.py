@@ -55,7 +55,8 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
     logger = TensorBoardLogger(config.trainer.run_root, name=config.name,
                                version=_version_of(checkpoint) if checkpoint else None, default_hp_metric=False)
     run_dir = Path(logger.log_dir)
-    with Sandbox(workers=config.sandbox.workers, timeout=config.sandbox.timeout) as sandbox:
+    with Sandbox(workers=config.sandbox.workers, timeout=config.sandbox.timeout,
+                 require_isolation=config.sandbox.require_isolation) as sandbox:
         log.info("sandbox isolation: %s", sandbox.isolation)
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
         solver = _solver(config, frozen if frozen is not None else policy, tokenizer, sandbox, examples, generator)

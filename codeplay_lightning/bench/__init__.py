@@ -1,8 +1,10 @@
 """`codeplay bench`: performance goals as ratios measured side by side in one run.
 
-- Sandbox verdicts/s against a naive harness (one `multiprocessing.Process` plus one `Manager`
-  per program, four driver threads) on the same programs, whose verdicts must be identical; and
-  against unsandboxed in-process `exec`, the ceiling. Goal: ≥ 15× the naive harness.
+- Sandbox verdicts/s, every program with an f of its own, against the machine's bare fork speed
+  (two loops of a minimal Python forking a child that exits at once, as the sandbox's two wardens
+  run): goal ≥ 25%, half of the floor of two fresh processes per program. Against a naive harness
+  (one `multiprocessing.Process` plus one `Manager` per program, four driver threads) on the same
+  programs, whose verdicts must be identical, and against unsandboxed in-process `exec`.
 - Novelty archive: hnswlib 5-NN at a 100k archive against exact numpy search. Goal: ≥ 20×
   faster at recall@5 ≥ 0.95.
 - Judged puzzles per hour of one CPU-scale training iteration (configs/balanced.yaml, embedded
@@ -35,12 +37,14 @@ from codeplay_lightning.bench.sandbox import bench_sandbox
 def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
     results = {"machine": {"python": platform.python_version(), "cpus": multiprocessing.cpu_count(),
                            "processor": platform.processor() or platform.machine()}}
-    print(f"sandbox: {pairs} programs, sandbox vs naive harness vs in-process exec ...", flush=True)
+    print(f"sandbox: {pairs} programs, sandbox vs bare forks vs naive harness vs in-process exec ...", flush=True)
     results["sandbox"] = sandbox = bench_sandbox(pairs)
     rows = [("sandbox verdicts/s", f"{sandbox['sandbox_verdicts_per_s']:.0f}", ""),
+            ("bare fork+exit+wait loops/s", f"{sandbox['bare_forks_per_s']:.0f}", "minimal Python, 2 at once"),
+            ("sandbox / bare forks", f"{sandbox['fraction_of_bare_forks']:.2f}", "goal >= 0.25"),
             ("naive harness verdicts/s", f"{sandbox['naive_verdicts_per_s']:.0f}", ""),
             ("in-process exec verdicts/s", f"{sandbox['inprocess_verdicts_per_s']:.0f}", ""),
-            ("sandbox / naive", f"{sandbox['speedup_vs_naive']:.1f}x", "goal >= 15x"),
+            ("sandbox / naive", f"{sandbox['speedup_vs_naive']:.1f}x", ""),
             ("sandbox / in-process", f"{sandbox['fraction_of_inprocess']:.2f}", "the ceiling is 1"),
             ("identical verdicts", str(sandbox["identical_verdicts"]), "required")]
     print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
@@ -105,7 +109,7 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
         results["cwm"] = cwm = bench_cwm()
         rows += [("CWM step, CartPole example, in process", f"{cwm['cwm_step_us']:.1f} us", ""),
                  ("CWM step, in its sandboxed process", f"{cwm['cwm_sandboxed_step_us']:.1f} us",
-                  f"batch of {cwm['transitions']}, process start included"),
+                  f"{cwm['transitions']} transitions, a process each"),
                  ("true environment step, gymnasium", f"{cwm['true_env_step_us']:.1f} us",
                   f"CWM / true env {cwm['cwm_over_true_env']:.1f}x"),
                  ("one LLM call, embedded model", f"{cwm['llm_call_s']:.1f} s",

@@ -1,8 +1,11 @@
-"""The sandbox against a naive process-per-program harness and against unsandboxed in-process judging."""
+"""The sandbox against the machine's bare fork speed, a naive process-per-program harness and
+unsandboxed in-process judging."""
 
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,18 +24,43 @@ NAIVE_THREADS = 4
 # take longer than a program's 1 s: it gets more, so that its verdicts are comparable (no program
 # in the benchmark mix runs long).
 NAIVE_DEADLINE = 5.0
+WORKERS = 2
+# What a process costs on this machine: a minimal Python (no site, nothing imported) forking a child
+# that exits at once, and waiting for it, in a loop; run as WORKERS loops at once, as the sandbox runs.
+BARE_FORK_LOOP = """
+import os, sys, time
+started = time.perf_counter()
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+print(time.perf_counter() - started)
+"""
 
 
 def benchmark_programs(count: int) -> list[Program]:
     """A deterministic mix over the bundled puzzles: reference solutions (pass), wrong answers
-    (fail), raising solutions (error) and broken ones (syntax), cycled to `count` programs."""
+    (fail), raising solutions (error) and broken ones (syntax), cycled to `count` programs, each
+    with an f of its own (a comment numbers it): nothing is reused from one program to the next."""
     mix = []
     for puzzle in bundled_puzzles():
         mix += [Program(puzzle.f, g, puzzle.ans_type, puzzle.name) for g in puzzle.solutions]
         mix.append(Program(puzzle.f, "def g():\n    return None", puzzle.ans_type, puzzle.name))
         mix.append(Program(puzzle.f, "def g():\n    return [][0]", puzzle.ans_type, puzzle.name))
     mix.append(Program("def f(x: int):\n    return x > 0", "def g(:\n    return 1", "int", "broken"))
-    return [mix[index % len(mix)] for index in range(count)]
+    return [_numbered(mix[index % len(mix)], index) for index in range(count)]
+
+
+def _numbered(program: Program, index: int) -> Program:
+    return Program(f"{program.f.rstrip()}\n# program {index}\n", program.g, program.ans_type, program.name)
+
+
+def bare_forks_per_second(forks: int, loops: int = WORKERS) -> float:
+    """Forks per second of `loops` bare fork loops of a minimal Python at once, `forks` each."""
+    runs = [subprocess.Popen([sys.executable, "-S", "-I", "-c", BARE_FORK_LOOP, str(forks)], stdout=subprocess.PIPE,
+                             text=True) for _ in range(loops)]
+    return loops * forks / max(float(run.communicate()[0]) for run in runs)
 
 
 def judge_in_process(program: Program) -> str:
@@ -66,12 +94,14 @@ def _naive_verify(program: Program) -> str:
 
 def bench_sandbox(count: int) -> dict:
     programs = benchmark_programs(count)
-    with Sandbox(workers=2) as sandbox:
+    bare_before = bare_forks_per_second(count)
+    with Sandbox(workers=WORKERS) as sandbox:
         sandbox.verify(programs[:50])  # start-up and compile caches are not what is measured
         started = time.perf_counter()
         verdicts = sandbox.verify(programs)
         sandbox_seconds = time.perf_counter() - started
         isolation = sandbox.isolation
+    bare = (bare_before + bare_forks_per_second(count)) / 2  # on each side of the sandbox's run
     started = time.perf_counter()
     with ThreadPoolExecutor(NAIVE_THREADS) as pool:
         naive_statuses = list(pool.map(_naive_verify, programs))
@@ -91,6 +121,8 @@ def bench_sandbox(count: int) -> dict:
         "programs": count,
         "isolation": isolation,
         "sandbox_verdicts_per_s": count / sandbox_seconds,
+        "bare_forks_per_s": bare,
+        "fraction_of_bare_forks": count / sandbox_seconds / bare,
         "naive_verdicts_per_s": count / naive_seconds,
         "inprocess_verdicts_per_s": count / inprocess_seconds,
         "speedup_vs_naive": naive_seconds / sandbox_seconds,

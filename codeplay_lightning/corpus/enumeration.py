@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from codeplay_lightning.corpus.signature import rebound, source_on_one_line
+from codeplay_lightning.corpus.signature import leading_def, rebound, source_on_one_line
 from codeplay_lightning.puzzles.parsing import answer_type
 from codeplay_lightning.puzzles.puzzle import Puzzle
 
@@ -25,8 +25,8 @@ LENGTH_BOUND = 20  # longest string tried; the sandbox's time limit most often e
 def enumerating_solution(f: str) -> str | None:
     """The enumerating `g` for an `f` whose answer is an `int`, or a `str` and f has string constants,
     whose other parameters all have defaults and whose body ends in `return`; None for any other `f`."""
-    function = ast.parse(f).body[0]
-    if not isinstance(function, ast.FunctionDef):
+    function = leading_def(f)
+    if function is None or function.name != "f":
         return None
     parameters, defaults = function.args.args, function.args.defaults
     if (len(defaults) != len(parameters) - 1 or not isinstance(function.body[-1], ast.Return)

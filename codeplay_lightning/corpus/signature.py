@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import ast
 
+from codeplay_lightning.puzzles.parsing import UNPARSABLE
+
 
 def constants_as_defaults(f: str) -> str:
     """`f` with its leading `name = literal` (or `a, b = literal, literal`) statements as keyword
     parameters, in order, up to the first name the rest of the body assigns again; `f` unchanged when it
-    opens with none or its parameters span lines."""
-    function = ast.parse(f).body[0]
-    if not isinstance(function, ast.FunctionDef) or function.args.args[-1].end_lineno != function.lineno:
+    opens with none, its parameters span lines or it is not a `def` with parameters that parses."""
+    function = leading_def(f)
+    if function is None or not function.args.args or function.args.args[-1].end_lineno != function.lineno:
         return f
     lines = f.splitlines()
     taken = {parameter.arg for parameter in function.args.args}
@@ -34,6 +36,15 @@ def constants_as_defaults(f: str) -> str:
     header = lines[function.lineno - 1]
     cut = function.args.args[-1].end_col_offset
     return "\n".join([header[:cut] + ", " + ", ".join(defaults) + header[cut:], *lines[body[0].lineno - 1:]])
+
+
+def leading_def(source: str) -> ast.FunctionDef | None:
+    """The first statement of `source` when it is a `def`; None when it is not or `source` does not parse."""
+    try:
+        body = ast.parse(source).body
+    except UNPARSABLE:
+        return None
+    return body[0] if body and isinstance(body[0], ast.FunctionDef) else None
 
 
 def _literal_assignments(statement: ast.stmt, lines: list[str]) -> list[tuple[str, str]]:
@@ -60,8 +71,8 @@ def rebound(statements: list[ast.stmt]) -> set[str]:
 
 def _is_literal(node: ast.expr) -> bool:
     try:
-        ast.literal_eval(node)
-    except ValueError:
+        ast.literal_eval(node)  # recurses once per bracket, and the parser allows 200 nested brackets
+    except (ValueError, TypeError):  # TypeError: an unhashable key or element, as in {[1]: 2}
         return False
     return True
 

@@ -19,7 +19,8 @@ from codeplay_lightning.devices import add_device_option
 if TYPE_CHECKING:
     import torch
 
-CWM_TIMEOUT = 60.0  # seconds per sandbox call: one model scored on all its transitions, or one plan
+CWM_WORKERS = 2  # sandbox wardens: a model's transitions are scored two at a time
+CWM_TIMEOUT = 60.0  # seconds per sandbox call: one transition scored, or one plan
 CWM_MEMORY_MB = 2048
 
 
@@ -78,7 +79,7 @@ def add_commands(commands) -> None:
 def _sandbox():
     from codeplay_lightning.execution import Sandbox
 
-    return Sandbox(workers=1, timeout=CWM_TIMEOUT, memory_mb=CWM_MEMORY_MB, modules=("numpy",))
+    return Sandbox(workers=CWM_WORKERS, timeout=CWM_TIMEOUT, memory_mb=CWM_MEMORY_MB, modules=("numpy",))
 
 
 def _env_ids(text: str | None) -> list[str]:

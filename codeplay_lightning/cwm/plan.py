@@ -3,11 +3,12 @@
 Three policies play the same seeded episodes: a uniformly random one, the planner with the true
 environment as its model (the oracle), and the planner with a Code World Model. MCTS (discrete
 actions) picks one action per real step; CEM (continuous) plans `horizon` actions and executes them
-all before planning again, as the official code does. A candidate CWM plans inside its own sandboxed
-process: `plan_program` appends the harness, the planners and an entry point to its code, so a real
-step costs one call. The oracle plans from a snapshot of the real environment's simulator (positions
-and velocities for MuJoCo, never a deep copy), in a model environment with its own random generator,
-so it cannot foresee the real environment's draws.
+all before planning again, as the official code does. A candidate CWM plans inside the sandbox:
+`plan_program` appends the harness, the planners and an entry point to its code, so a real step costs
+one call, in a fresh process (nothing the model keeps lasts from one step to the next). The oracle
+plans from a snapshot of the real environment's simulator (positions and velocities for MuJoCo,
+never a deep copy), in a model environment with its own random generator, so it cannot foresee the
+real environment's draws.
 
     R = (R_cwm - R_random) / (R_true - R_random)
 
@@ -155,7 +156,7 @@ def _plan(env_id: str, settings: PlanningSettings, env, simulate, state, key, se
 
 
 def model_policy(env_id: str, code: str, sandbox: Sandbox, settings: PlanningSettings) -> Policy:
-    """The planner with a candidate CWM as its model, in the model's own sandboxed process."""
+    """The planner with a candidate CWM as its model, in a sandboxed process of its own per plan."""
     spec, program = ENVS[env_id], plan_program(code)
 
     def choose(env, observation: np.ndarray, seed: int) -> list:

@@ -4,8 +4,8 @@
         verdicts = sandbox.verify([Program(f=..., g=..., ans_type="List[int]")])
 
 A warden judges one program at a time and never runs program code itself: g runs in a process
-used once, f in a process of its own, and the verdict comes from the process that ran f on g's
-answer, passed as JSON data. The supervisor trusts no byte it reads either: every reply must be
+used once, f in another, both forked from a zygote that never saw a program, and the verdict comes
+from the process that ran f on g's answer, passed as JSON data. The supervisor trusts no byte it reads either: every reply must be
 a bounded frame of a fixed shape (`warden.pack`) answering the request it was sent, read without
 blocking and under a deadline, as is every write. A warden that sends anything else, stops
 answering or dies is killed (its namespace and every program process with it) and replaced, and
@@ -36,7 +36,6 @@ WARDEN_SCRIPT = Path(__file__).with_name("warden.py")
 STARTUP_SECONDS = 60.0
 REPLY_SLACK = 2.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
 MAX_TIMEOUT = 86_400.0
-AFFINITY_SCAN = 64  # pending programs searched for one whose f the free warden already has a judge for
 
 
 @dataclass(frozen=True)
@@ -52,9 +51,9 @@ class Program:
 
 @dataclass(frozen=True)
 class Call:
-    """`function(input)` in a program's own process, for a result that is data rather than a verdict.
-    The source runs once per process, and consecutive calls of the same source and function share
-    that process, so its state persists between them; `input` and the result are JSON data."""
+    """`function(input)` in a fresh process of its own that first runs the program's source, for a
+    result that is data rather than a verdict: nothing persists from one call to the next. `input`
+    and the result are JSON data (each at most ANSWER_CHARS characters as JSON text)."""
 
     source: str
     function: str
@@ -86,36 +85,41 @@ class _Warden:
     pid: int | None = None  # the warden's pid, as the supervisor sees it
     ready: bool = False
     isolation: str = ""
+    level: str = ""
     outbox: bytearray = field(default_factory=bytearray)
     task: int | None = None  # index of the program it is judging
     sequence: int = 0
     deadline: float = 0.0
-    resident: tuple | None = None  # what its resident process serves (`_resident_key` of its last task)
 
 
 class Sandbox:
-    """A pool of sandbox wardens. Use as a context manager, or call `close()`."""
+    """A pool of sandbox wardens. Use as a context manager, or call `close()`.
+
+    Every warden reports how well it isolates programs; one that isolates less than the first
+    (`isolation`) or less than fully (namespaces, cgroup and seccomp, which need root) gets a
+    one-line warning, or with `require_isolation` a RuntimeError before any program runs on it."""
 
     def __init__(self, workers: int = 2, timeout: float = 1.0, memory_mb: int = 1024,
-                 output_chars: int = 4096, recursion_limit: int = 10_000, modules: Sequence[str] = ()):
+                 output_chars: int = 4096, recursion_limit: int = 10_000, modules: Sequence[str] = (),
+                 require_isolation: bool = False):
         if type(workers) is not int or not 1 <= workers <= 256:
             raise ValueError(f"workers must be a whole number from 1 to 256, got {workers!r}")
         if not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
             raise ValueError(f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {timeout!r}")
         if type(memory_mb) is not int or memory_mb < 64:
             raise ValueError(f"memory_mb must be a whole number of at least 64, got {memory_mb!r}")
-        self.size, self.timeout = workers, float(timeout)
+        self.size, self.timeout, self.require_isolation = workers, float(timeout), require_isolation
         self._settings = {"timeout": self.timeout, "memory_mb": memory_mb, "output_chars": output_chars,
                           "recursion_limit": recursion_limit, "modules": list(modules),
-                          **_module_locations(modules),
-                          "supervisor_pid": os.getpid()}  # unused inside: names the owner in `ps`
-        # a verdict: detail, answer and returned (DETAIL_CHARS each) and output, 4 bytes a character at
-        # worst; a Call's value travels whole, as JSON text of at most ANSWER_CHARS (escapes: 2 bytes)
-        self._frame_limit = 4 * (output_chars + 3 * DETAIL_CHARS) + 2 * ANSWER_CHARS + 65536
+                          **_module_locations(modules)}
+        # a verdict: detail, answer and returned (DETAIL_CHARS each) and output, 6 bytes a character at
+        # worst (a lone surrogate travels escaped); a Call's value whole, as ASCII JSON of at most ANSWER_CHARS
+        self._frame_limit = 6 * (output_chars + 200 + 3 * DETAIL_CHARS) + ANSWER_CHARS + 4096
         self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()
         self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
-        self._warned = False
+        self._reported: str | None = None  # the first warden's isolation: what every other must match
+        self._warned: set[str] = set()
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -130,7 +134,7 @@ class Sandbox:
         while not all(warden.ready for warden in self._wardens):
             self._pump(None, time.monotonic() + 0.1)
             self._fill_pool()
-        return self._wardens[0].isolation
+        return self._reported
 
     def verify(self, programs: Sequence[Program],
                on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
@@ -139,7 +143,10 @@ class Sandbox:
 
     def apply(self, calls: Sequence[Call], on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
         """One verdict per call, in order: "returned" with the function's `value`, or why not (error,
-        timeout, memory, syntax). Calls of one source go to one process in turn while they come in a row."""
+        timeout, memory, syntax). Each call runs in a fresh process."""
+        for call in calls:
+            if len(json.dumps(call.input)) > ANSWER_CHARS:
+                raise ValueError(f"a call's input is over {ANSWER_CHARS} characters as JSON")
         return self._execute(calls, on_verdict)
 
     def _execute(self, tasks: Sequence[Program | Call], on_verdict) -> list[Verdict]:
@@ -200,11 +207,10 @@ class Sandbox:
         return warden
 
     def _dispatch(self, warden: _Warden, run: "_Run") -> None:
-        index = run.take(warden.resident)
+        index = run.pending.popleft()
         task = run.tasks[index]
         warden.task, warden.sequence = index, warden.sequence + 1
         warden.deadline = time.monotonic() + self.timeout + REPLY_SLACK
-        warden.resident = _resident_key(task)
         if isinstance(task, Call):
             warden.outbox += pack("apply", str(warden.sequence), task.source, task.function, json.dumps(task.input))
         else:
@@ -265,11 +271,9 @@ class Sandbox:
         if kind == "pid" and len(frame) == 2 and warden.pid is None and frame[1].isdigit() and len(frame[1]) < 10:
             warden.pid = int(frame[1])
             return True
-        if kind == "ready" and len(frame) == 2 and not warden.ready:
-            warden.ready, warden.isolation = True, frame[1]
-            if not warden.isolation.startswith("namespaces") and not self._warned:
-                warnings.warn(f"sandbox isolation is degraded: {warden.isolation}", stacklevel=5)
-                self._warned = True
+        if kind == "ready" and len(frame) == 3 and not warden.ready:
+            warden.ready, warden.level, warden.isolation = True, frame[1], frame[2]
+            self._check_isolation(warden)
             return True
         if kind == "fatal" and len(frame) == 2 and not warden.ready:
             self._discard(warden)
@@ -290,6 +294,20 @@ class Sandbox:
                 return True
         self._lost(warden, run, f"its warden broke the protocol (a {kind[:20]!r} frame of {len(frame)} fields)")
         return False
+
+    def _check_isolation(self, warden: _Warden) -> None:
+        """Warn (once per level) of a warden that isolates less than fully, or than the first one did;
+        refuse it under `require_isolation`."""
+        if self._reported is None:
+            self._reported = warden.isolation
+        if warden.level == "full" and warden.isolation == self._reported:
+            return
+        if self.require_isolation:
+            self._discard(warden)
+            raise RuntimeError(f"sandbox isolation is required but a warden offers only: {warden.isolation}")
+        if warden.isolation not in self._warned:
+            self._warned.add(warden.isolation)
+            warnings.warn(f"sandbox isolation is degraded: {warden.isolation}", stacklevel=6)
 
     def _lost(self, warden: _Warden, run: "_Run | None", why: str) -> None:
         """A warden that died or misbehaved: replaced, its program run once more, then an error."""
@@ -338,16 +356,6 @@ class _Run:
         self.retried: set[int] = set()
         self.remaining = len(tasks)
 
-    def take(self, resident: tuple | None) -> int:
-        """The next task, preferring one the warden's resident process already serves."""
-        for position, index in enumerate(self.pending):
-            if position == AFFINITY_SCAN:
-                break
-            if _resident_key(self.tasks[index]) == resident:
-                del self.pending[position]
-                return index
-        return self.pending.popleft()
-
     def finish(self, index: int, verdict: Verdict) -> None:
         self.results[index] = verdict
         self.remaining -= 1
@@ -362,16 +370,13 @@ class _Run:
             self.pending.appendleft(index)
 
 
-def _resident_key(task: Program | Call) -> tuple:
-    """What the process that serves `task` holds: a puzzle's judge, or a program's module."""
-    return ("apply", task.source, task.function) if isinstance(task, Call) else ("judge", task.f, task.ans_type)
-
-
 _BAD = object()
 
 
 def _value(text: str):
     """A Call's result from its JSON text; _BAD for text that is not bounded JSON data."""
+    if len(text) > ANSWER_CHARS:
+        return _BAD
     try:
         return decode_answer(text)
     except (ValueError, RecursionError):

@@ -4,22 +4,24 @@ Started by `Sandbox` as `python -s -S warden.py SETTINGS_JSON` with two inherite
 standard library only (the package is not importable in here on purpose).
 
   launcher ──fork──> warden: PID 1 of new pid, net, mount and ipc namespaces (root only), chrooted
-     │               into a read-only root that holds the system libraries and the stdlib
-     │                ├── resident, one per puzzle or program, forked on first use and kept while the
-     │                │   requests are of it: a puzzle's judge (f on each answer), or a program's module
-     │                │   answering calls of one of its functions on JSON inputs (`apply`)
-     │                └── runner, one per program, used once: runs g, sends its answer as JSON text
-     └─ reports the warden's pid and exit status, then removes its cgroups
+     │               into a read-only root holding the system's libraries and programs and the stdlib
+     │                └── zygote: forked once, before the first request, and never sent a program,
+     │                    an answer or a request; on the warden's word it forks one of
+     │                     ├── runner: runs g, sends its answer as JSON text, then is killed
+     │                     ├── judge: runs f on that one answer, sends the verdict, then is killed
+     │                     └── caller: runs a program and one call of its function (`apply`)
+     └─ reports the warden's pid and exit status, then removes its cgroup (and workspace)
 
-For each program the warden compiles f and g (compiling runs nothing; syntax errors need no
-process), forks a runner for g, reads the runner's one frame (bounded in size and time), kills
-everything the runner left behind, and passes the answer to the puzzle's judge, which it keeps
-while the programs are of the same f. An `apply` request needs no runner: its input comes from the
-supervisor, and the program's resident process returns the function's result as JSON. g never shares a process with f, with another program or
-with the warden, so it can produce a wrong answer, never a verdict. Runners run as uid 65534 and
-judges as 65533, each with an IPC namespace of its own, in a cgroup that bounds the memory and
-processes of one program where the machine offers one, else under rlimits. Without root the
-warden degrades to rlimits and its own session, and says so.
+Every process that runs program code is forked from the zygote and used for one program, so
+nothing in its memory, frames or fds comes from another program: it receives its own program
+(compiled by the warden; compiling runs nothing) and its one input on a fresh pipe, replies on
+another, and the zygote kills it and everything it started before the next one is forked. Each
+gets a fresh /tmp (a new tmpfs as root, a new directory without), a seccomp filter that denies the
+kernel state shared by a uid or a host (keyrings, SysV and POSIX IPC, ptrace, namespaces), and as
+root a uid of its own (runners 65534, judges and callers 65533) in a cgroup that bounds the memory
+and processes of one program. What a program's processes cost (an OOM kill, the files it left) is
+settled before the next process is forked. Without root the warden degrades to rlimits and a
+filter that lets a program signal only itself, and says so.
 
 Every message between the processes is a frame: a 4-byte size, then a list of strings (`pack`).
 """
@@ -29,16 +31,16 @@ import ctypes
 import fcntl
 import gc
 import json
+import marshal
 import os
 import random
 import reprlib
 import resource
 import select
-import shutil
 import signal
+import socket
 import struct
 import sys
-import tempfile
 import time
 import traceback
 
@@ -47,20 +49,21 @@ COUNT = struct.Struct(">H")  # a body: field count, each field's size, then the 
 SIZE = struct.Struct(">I")
 
 NOBODY = 65534  # runners' uid
-JUDGE_UID = 65533  # judges' uid: another, so that no runner can signal or stop its puzzle's judge
-ANSWER_CHARS = 1 << 27  # an answer travels as JSON text of at most this many characters
+JUDGE_UID = 65533  # judges' and callers' uid: no runner can signal the judge of its own program
+ANSWER_CHARS = 1 << 22  # an answer (or a call's value) travels as ASCII JSON text of at most this many characters
 ANSWER_DEPTH = 100  # and nests at most this deep
+DETAIL_CHARS = 8192  # of a verdict's detail, and of the reprs of an answer and of what f returned
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
 KILL_SECONDS = 2.0  # time to stop everything a program left behind before the warden gives up
-TMP_SIZE = "64m"  # the private /tmp, emptied after every program
-DETAIL_CHARS = 8192  # of a verdict's detail
+TMP_SIZE = "64m"  # each program process's fresh /tmp
+TRASH_SLICE = 0.05  # seconds of deleting what programs left, between requests, without root
 RUNNER_STATUSES = ("answer", "fail", "syntax", "error", "memory")
 JUDGE_STATUSES = ("pass", "fail", "syntax", "error", "memory")
 CALL_STATUSES = ("returned", "syntax", "error", "memory")
-PRELOADED = (  # imported before any program runs, so that runners start with them
-    "math", "cmath", "itertools", "functools", "collections", "heapq", "bisect", "operator", "re",
-    "string", "random", "statistics", "fractions", "decimal", "typing", "copy", "json", "datetime",
-    "time", "hashlib", "array", "ast", "traceback", "reprlib",
+PRELOADED = (  # imported by the zygote's parent, so that every program process starts with them; few,
+    # because each forks with them (P3 programs use little beyond these, and import the rest themselves)
+    "math", "itertools", "functools", "collections", "heapq", "bisect", "operator", "re", "string",
+    "random", "typing", "copy", "json", "time", "traceback", "reprlib",
 )
 P3_BASE_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 JSON_TYPES = {type(None), bool, int, float, str, list, dict}
@@ -69,22 +72,24 @@ _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 22, 36, 38
 WALL = 0x40000000  # waitpid's __WALL: also children whose exit signal is not SIGCHLD (raw clone(2))
 
 
 # ---------------------------------------------------------------- frames
 
 
-def pack(*fields: str) -> bytes:
+def pack(*fields: str | bytes) -> bytes:
     """One frame holding `fields`. Text that is not valid UTF-8 (lone surrogates) is escaped."""
-    encoded = [field.encode("utf-8", "backslashreplace") for field in fields]
+    encoded = [field if type(field) is bytes else field.encode("utf-8", "backslashreplace") for field in fields]
     body = COUNT.pack(len(encoded)) + b"".join(SIZE.pack(len(part)) for part in encoded) + b"".join(encoded)
     return HEADER.pack(len(body)) + body
 
 
-def unpack(body: bytes) -> list[str]:
-    """The fields of a frame's body; ValueError for a body that is not exactly such a list."""
+def unpack(body: bytes, decode: bool = True) -> list:
+    """The fields of a frame's body (bytes unless `decode`); ValueError for a body that is not
+    exactly such a list."""
     if len(body) < COUNT.size:
         raise ValueError("a frame shorter than its field count")
     (count,) = COUNT.unpack_from(body)
@@ -96,7 +101,8 @@ def unpack(body: bytes) -> list[str]:
         raise ValueError("a frame whose fields do not add up to its size")
     fields = []
     for size in sizes:
-        fields.append(body[offset:offset + size].decode("utf-8", "replace"))
+        field = body[offset:offset + size]
+        fields.append(field.decode("utf-8", "replace") if decode else field)
         offset += size
     return fields
 
@@ -105,10 +111,10 @@ class FrameReader:
     """Cuts the bytes read from a pipe into frames; a frame over `limit` bytes is a ValueError
     as soon as its header arrives, before anything of it is buffered."""
 
-    def __init__(self, limit: int):
-        self.limit, self.buffer = limit, bytearray()
+    def __init__(self, limit: int, decode: bool = True):
+        self.limit, self.decode, self.buffer = limit, decode, bytearray()
 
-    def feed(self, chunk: bytes) -> list[list[str]]:
+    def feed(self, chunk: bytes) -> list[list]:
         self.buffer += chunk
         frames = []
         while len(self.buffer) >= HEADER.size:
@@ -117,14 +123,14 @@ class FrameReader:
                 raise ValueError(f"a frame of {size} bytes (at most {self.limit})")
             if len(self.buffer) < HEADER.size + size:
                 break
-            frames.append(unpack(bytes(self.buffer[HEADER.size:HEADER.size + size])))
+            frames.append(unpack(bytes(self.buffer[HEADER.size:HEADER.size + size]), self.decode))
             del self.buffer[:HEADER.size + size]
         return frames
 
 
-def read_frame(fd: int, limit: int) -> list[str] | None:
+def read_frame(fd: int, limit: int, decode: bool = True) -> list | None:
     """The next frame from a blocking fd that only trusted code writes to; None at end of file."""
-    reader = FrameReader(limit)
+    reader = FrameReader(limit, decode)
     while True:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -148,6 +154,23 @@ class Deadline(Exception):
     pass
 
 
+def wait_for(fd: int, events: int, deadline: float, supervisor_fd: int) -> None:
+    """Until `fd` is ready for `events`: Deadline past `deadline`, SupervisorGone as soon as the
+    supervisor's request pipe hangs up (the warden then stops at once)."""
+    poller = select.poll()
+    poller.register(fd, events)
+    poller.register(supervisor_fd, 0)  # only hang-ups are reported for events=0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Deadline
+        ready = poller.poll(remaining * 1000)
+        if any(ready_fd == supervisor_fd for ready_fd, _ in ready):
+            raise SupervisorGone
+        if ready:
+            return
+
+
 class Channel:
     """Non-blocking reads and writes to one child, each bounded by a deadline. While waiting, the
     supervisor's request pipe is watched too: if the supervisor dies, the warden stops at once."""
@@ -164,20 +187,6 @@ class Channel:
             if fd is not None:
                 os.close(fd)
 
-    def _wait(self, fd: int, events: int, deadline: float) -> None:
-        poller = select.poll()
-        poller.register(fd, events)
-        poller.register(self.supervisor_fd, 0)  # only hang-ups are reported for events=0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Deadline
-            ready = poller.poll(remaining * 1000)
-            if any(ready_fd == self.supervisor_fd for ready_fd, _ in ready):
-                raise SupervisorGone
-            if ready:
-                return
-
     def send(self, data: bytes, deadline: float) -> bool:
         """False when the child closed its end; Deadline when it stopped reading."""
         view = memoryview(data)
@@ -185,7 +194,7 @@ class Channel:
             try:
                 view = view[os.write(self.write_fd, view):]
             except BlockingIOError:
-                self._wait(self.write_fd, select.POLLOUT, deadline)
+                wait_for(self.write_fd, select.POLLOUT, deadline, self.supervisor_fd)
             except BrokenPipeError:
                 return False
         return True
@@ -196,7 +205,7 @@ class Channel:
             try:
                 chunk = os.read(self.read_fd, 1 << 16)
             except BlockingIOError:
-                self._wait(self.read_fd, select.POLLIN, deadline)
+                wait_for(self.read_fd, select.POLLIN, deadline, self.supervisor_fd)
                 continue
             if not chunk:
                 return None
@@ -211,8 +220,8 @@ class Channel:
 def parse_answer_type(text: str) -> tuple[type, int]:
     """(base type, list depth) of a P3 answer type: bool, int, float or str inside nested
     `List[...]` or `list[...]`. ValueError names what the judge cannot check."""
-    depth, inner = 0, text.replace(" ", "")
-    while inner.startswith(("List[", "list[", "typing.List[")) and inner.endswith("]"):
+    depth, inner = 0, "".join(text.split())
+    while depth <= ANSWER_DEPTH and inner.startswith(("List[", "list[", "typing.List[")) and inner.endswith("]"):
         inner, depth = inner[inner.index("[") + 1:-1], depth + 1
     if inner not in P3_BASE_TYPES:
         raise ValueError(f"unsupported answer type {text!r}: the judge checks bool, int, float, str "
@@ -348,7 +357,13 @@ def compile_source(source: str, name: str):
 def compile_puzzle(f: str, ans_type: str | None) -> tuple:
     """(f's code, its answer type: `ans_type`, else f's first annotation, else "" for any JSON);
     ProgramError when f does not compile or its answer type is not one the judge checks."""
-    code, answer_type = compile_source(f, "f"), ans_type or first_annotation(f) or ""
+    code, answer_type = compile_source(f, "f"), ans_type
+    if answer_type is None:
+        try:
+            answer_type = answer_annotation(f)
+        except ValueError:  # no f to take it from: running f's source says so
+            answer_type = None
+    answer_type = answer_type or ""
     if answer_type:
         try:
             parse_answer_type(answer_type)
@@ -357,14 +372,40 @@ def compile_puzzle(f: str, ans_type: str | None) -> tuple:
     return code, answer_type
 
 
-def first_annotation(source: str) -> str | None:
-    """The annotation of the first argument of the last top-level `def f` (None if it has none)."""
+def answer_annotation(source: str) -> str | None:
+    """The source text of the annotation of the first positional argument of the last top-level
+    `def f` (None if it has none); ValueError says why there is no such argument. Bounded on any
+    input: the parser reports deep nesting as an exception, and the text is cut from the source
+    rather than rebuilt from the tree (which recurses as deep as the expression nests)."""
     import ast
 
-    definitions = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name == "f"]
-    arguments = definitions[-1].args.posonlyargs + definitions[-1].args.args if definitions else []
-    annotation = arguments[0].annotation if arguments else None
-    return None if annotation is None else ast.unparse(annotation)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        line = f" (line {error.lineno})" if error.lineno is not None else ""
+        raise ValueError(f"syntax error: {error.msg}{line}") from None
+    except (RecursionError, MemoryError, ValueError):  # deep nesting; null bytes
+        raise ValueError("syntax error: nested too deeply to parse") from None
+    definitions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "f"]
+    if not definitions:  # the last definition wins, as when Python runs the module
+        raise ValueError("no function named f")
+    positional = definitions[-1].args.posonlyargs + definitions[-1].args.args
+    if not positional:
+        raise ValueError("f takes no positional argument")
+    annotation = positional[0].annotation
+    return None if annotation is None else _source_text(source, annotation)
+
+
+def _source_text(source: str, node) -> str:
+    """The source of an expression node, cut by its positions (byte offsets into its lines), in
+    time linear in the source (`ast.get_source_segment` is quadratic in a line's length)."""
+    import re
+
+    lines = re.split("\r\n|\r|\n", source)[node.lineno - 1:node.end_lineno]  # the parser's line breaks
+    if len(lines) == 1:
+        return lines[0].encode()[node.col_offset:node.end_col_offset].decode()
+    first, last = lines[0].encode()[node.col_offset:].decode(), lines[-1].encode()[:node.end_col_offset].decode()
+    return "\n".join([first, *lines[1:-1], last])
 
 
 def instantiate(code, name: str):
@@ -443,10 +484,16 @@ def judge_answer(code, source: str, answer_type: str, text: str) -> list[str]:
         return ["error", describe(error, "f", source), shown, ""]
 
 
-def call_function(function, source: str, text: str) -> list[str]:
-    """Runs in a program's resident process: ["returned", "", the JSON text of `function(input)`], or
-    [status, detail, ""] when it raised or returned something that is not JSON data."""
+def call_function(code, source: str, name: str, text: str) -> list[str]:
+    """Runs in a caller: the program's module, then `name(input)` on the input `text` encodes:
+    ["returned", "", the JSON text of the result], or [status, detail, ""] when the program or the
+    call raised or returned something that is not JSON data."""
     try:
+        namespace = {"__builtins__": builtins, "__name__": "__program__"}
+        exec(code, namespace)
+        function = namespace.get(name)
+        if not callable(function):
+            return ["error", f"the program defines no function {name}", ""]
         return ["returned", "", encode_answer(function(decode_answer(text)))]
     except MemoryError as error:
         return ["memory", describe(error, "program", source), ""]
@@ -473,22 +520,36 @@ def _bind_read_only(source: str, target: str) -> None:
     _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def build_root(python_dirs: list[str]) -> str:
+def _mount_tmp(target: str) -> None:
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+
+
+def build_root(stdlib: str, module_dirs: list[str]) -> str:
     """A read-only root that holds only the system's libraries and programs and Python's stdlib,
-    each at its own path: no home directories, no /run or /var (no unix sockets to reach), an
-    empty /etc, a /dev with null, zero and urandom, /proc of this pid namespace and a small /tmp."""
+    each at its own path, with every site-packages and dist-packages directory in it emptied
+    (`module_dirs`, the packages offered to programs, are mounted back at their own paths): no
+    home directories, no /run or /var (no unix sockets to reach), an empty /etc, a /dev with null,
+    zero, random and urandom, /proc of this pid namespace and a small /tmp."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")  # host /tmp hidden too
     root = "/tmp/root"
     os.mkdir(root)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    for path in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", *python_dirs]:
+    for path in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", stdlib]:
         inside = root + path
         if os.path.islink(path):
             os.symlink(os.readlink(path), inside)
         elif os.path.isdir(path) and not os.path.exists(inside):
             os.makedirs(inside, 0o755)
             _bind_read_only(path, inside)
+    masks = [path for path in _package_dirs(root) if os.path.isdir(path)]
+    for mask in masks:
+        _mount("tmpfs", mask, "tmpfs", MS_NOSUID | MS_NODEV, "size=16k,mode=755")
+    for path in module_dirs:
+        os.makedirs(root + path, 0o755, exist_ok=True)
+        _bind_read_only(path, root + path)
+    for mask in masks:
+        _mount(None, mask, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     for path in ("/tmp", "/etc", "/proc", "/dev"):
         os.makedirs(root + path, 0o755, exist_ok=True)
     _mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=16k,mode=755")
@@ -497,23 +558,37 @@ def build_root(python_dirs: list[str]) -> str:
         _bind_read_only(f"/dev/{device}", f"{root}/dev/{device}")
         _mount(None, f"{root}/dev/{device}", None, MS_REMOUNT | MS_BIND | MS_NOSUID)  # writable, devices allowed
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+    _mount_tmp(root + "/tmp")
     _mount(None, root + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     return root
 
 
+def _package_dirs(root: str) -> list[str]:
+    """Where installed packages live inside `root`: the interpreter's own site-packages and the
+    system's python site- and dist-packages directories."""
+    import glob
+    import sysconfig
+
+    own = {sysconfig.get_path(key, vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+           for key in ("purelib", "platlib")}
+    patterns = ["/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages", "/usr/lib/python3/dist-packages"]
+    return sorted({root + path for path in own} | {path for pattern in patterns for path in glob.glob(root + pattern)})
+
+
 class Cgroup:
-    """The cgroup(s) every runner and judge of one warden joins: memory and process count bounded
-    per program (only one program runs under a warden at a time). cgroup v2 when the warden's
-    parent cgroup delegates both controllers, else cgroup v1's memory and pids hierarchies."""
+    """The cgroup(s) of one warden's zygote and so of every process it forks: memory and process
+    count bounded per program (one program's processes run under a warden at a time). cgroup v2
+    when the warden's parent cgroup delegates both controllers, else cgroup v1's memory and pids
+    hierarchies. Named at random: no two sandboxes share one, whatever their pid namespaces."""
 
     def __init__(self, version: int, directories: list[str]):
         self.version, self.directories = version, directories
 
     @classmethod
-    def create(cls, name: str, memory_bytes: int, processes: int) -> "Cgroup | None":
+    def create(cls, memory_bytes: int, processes: int) -> "Cgroup | None":
         """None where neither is available (not root, or no writable hierarchy)."""
+        name = f"codeplay-{os.urandom(8).hex()}"
         paths = {}
         with open("/proc/self/cgroup") as lines:
             for line in lines:
@@ -571,27 +646,6 @@ class Cgroup:
                     time.sleep(0.01)
 
 
-def _unlock(directory: str) -> None:
-    """Make a tree of directories writable and searchable by their owner again."""
-    stack = [directory]
-    while stack:
-        path = stack.pop()
-        try:
-            os.chmod(path, 0o700)
-            stack.extend(entry.path for entry in os.scandir(path) if entry.is_dir(follow_symlinks=False))
-        except OSError:
-            pass
-
-
-def _state(pid: int) -> str:
-    """A process's state letter from /proc (R, S, D, T, Z, ...); "X" when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
-    except OSError:
-        return "X"
-
-
 def oom_kills(fd: int) -> int:
     for line in os.pread(fd, 4096, 0).decode().splitlines():
         key, _, value = line.partition(" ")
@@ -614,31 +668,286 @@ def _tasks_of(uid: int) -> int:
     return count
 
 
+def remove_tree(top: str, deadline: float) -> bool:
+    """Delete `top` and everything under it without recursion (a program may leave a tree deeper
+    than any stack); False when `deadline` came first: call again to go on. Directories are made
+    writable first: without root, programs have the warden's uid and may have locked them."""
+    stack = [top]
+    while stack:
+        if time.monotonic() > deadline:
+            return False
+        path = stack[-1]
+        try:
+            os.chmod(path, 0o700)
+            subdirectories = []
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirectories.append(entry.path)
+                    else:
+                        os.unlink(entry.path)
+            if subdirectories:
+                stack += subdirectories
+                continue
+            os.rmdir(path)
+        except OSError:  # gone already, or not ours to delete: the launcher tries once more at the end
+            pass
+        stack.pop()
+    return True
+
+
+# ---------------------------------------------------------------- seccomp
+
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+SYSCALLS = {  # name: (x86_64, aarch64)
+    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),  # keyrings: per uid, host-wide
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),  # SysV IPC
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),  # POSIX message queues
+    "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),  # other processes
+    "kcmp": (312, 272), "perf_event_open": (298, 241), "pidfd_open": (434, 434), "pidfd_getfd": (438, 438),
+    "pidfd_send_signal": (424, 424), "process_madvise": (440, 440),
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),  # namespaces, mounts
+    "pivot_root": (155, 41), "bpf": (321, 280), "userfaultfd": (323, 282), "io_uring_setup": (425, 425),
+}
+SIGNALLING = {"kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138),
+              "rt_tgsigqueueinfo": (297, 240)}
+CLONE, CLONE3 = {"x86_64": 56, "aarch64": 220}, 435
+NAMESPACE_FLAGS = 0x7E020080  # clone's CLONE_NEW* flags: NS, CGROUP, UTS, IPC, USER, PID, NET, TIME
+EPERM, ENOSYS = 1, 38
+RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+LOAD, JUMP_EQUAL, JUMP_AT_LEAST, JUMP_ANY_BIT, RETURN = 0x20, 0x15, 0x35, 0x45, 0x06  # classic BPF opcodes
+
+
+def _bpf(code: int, true: int, false: int, value: int) -> bytes:
+    return struct.pack("=HBBI", code, true, false, value)
+
+
+def seccomp_filter(only_signal: int | None = None) -> bytes | None:
+    """A seccomp program (None on an architecture it does not know). By default it denies the
+    syscalls of `SYSCALLS` (EPERM), clone with a namespace flag (EPERM) and clone3 (ENOSYS, so
+    that the C library falls back to clone); with `only_signal=pid`, it denies signals to any
+    process but `pid` and its process group instead. Any other ABI (x86's int 0x80, x32) kills."""
+    machine = os.uname().machine
+    if machine not in AUDIT_ARCH:
+        return None
+    column = 0 if machine == "x86_64" else 1
+    program = [_bpf(LOAD, 0, 0, 4), _bpf(JUMP_EQUAL, 1, 0, AUDIT_ARCH[machine]), _bpf(RETURN, 0, 0, RET_KILL_PROCESS),
+               _bpf(LOAD, 0, 0, 0), _bpf(JUMP_AT_LEAST, 0, 1, 0x40000000), _bpf(RETURN, 0, 0, RET_KILL_PROCESS)]
+    if only_signal is None:
+        for numbers in SYSCALLS.values():
+            program += [_bpf(JUMP_EQUAL, 0, 1, numbers[column]), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
+        program += [_bpf(JUMP_EQUAL, 0, 1, CLONE3), _bpf(RETURN, 0, 0, RET_ERRNO | ENOSYS),
+                    _bpf(JUMP_EQUAL, 0, 3, CLONE[machine]), _bpf(LOAD, 0, 0, 16),  # clone's flags
+                    _bpf(JUMP_ANY_BIT, 0, 1, NAMESPACE_FLAGS), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
+    else:
+        for numbers in SIGNALLING.values():  # the target (pid, or -group) is the first argument
+            program += [_bpf(JUMP_EQUAL, 0, 6, numbers[column]), _bpf(LOAD, 0, 0, 16),
+                        _bpf(JUMP_EQUAL, 2, 0, 0), _bpf(JUMP_EQUAL, 1, 0, only_signal),
+                        _bpf(JUMP_EQUAL, 0, 1, -only_signal & 0xFFFFFFFF),
+                        _bpf(RETURN, 0, 0, RET_ALLOW), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
+    return b"".join(program + [_bpf(RETURN, 0, 0, RET_ALLOW)])
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def install_seccomp(program: bytes) -> None:
+    """Install a seccomp program on this process and every process it forks from now on."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(_libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
+# ---------------------------------------------------------------- the zygote
+
+
+class Zygote:
+    """The process every program process is forked from. It is forked from the warden before the
+    first request and only ever receives one-word commands: `runner`, `judge` or `caller` (fork
+    one; the warden gets its pid and its two pipe ends) and `end` (kill and reap everything it
+    forked, and say how the main one ended). It never sees a program, an answer or a request,
+    so nothing of one program is in the memory another is forked with."""
+
+    ROLES = {b"runner": NOBODY, b"judge": JUDGE_UID, b"caller": JUDGE_UID}
+
+    def __init__(self, warden: "Warden"):
+        self.namespaced, self.workspace = warden.namespaced, warden.workspace
+        self.address_space, self.nproc = warden.address_space, warden.nproc
+        self.recursion_limit, self.output_chars = warden.recursion_limit, warden.output_chars
+        self.cgroup_fds = warden.cgroup_fds
+        self.output: CappedOutput | None = None
+
+    def serve(self, commands: socket.socket) -> None:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of program processes come here to be killed
+        for fd in self.cgroup_fds:  # every process it forks starts in the program's cgroup
+            os.write(fd, b"0")
+        filter_program = seccomp_filter()
+        if filter_program is not None:
+            install_seccomp(filter_program)
+        gc.freeze()  # program processes' collections leave these objects (and their pages) alone
+        main = None
+        while command := commands.recv(16):
+            if command == b"end":
+                commands.send(self._end(main))
+                main = None
+            else:
+                main = self._fork(command, commands)
+        self._end(main)
+
+    def _fork(self, role: bytes, commands: socket.socket) -> int:
+        program_read, program_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._isolate([program_read, reply_write], self.ROLES[role])
+                {b"runner": self._runner_main, b"judge": self._judge_main, b"caller": self._caller_main}[role]()
+            except BaseException:  # noqa: BLE001 - a child that could not even reply: the warden says so
+                os._exit(70)
+            os._exit(0)
+        os.close(program_read)
+        os.close(reply_write)
+        socket.send_fds(commands, [str(pid).encode()], [program_write, reply_read])
+        os.close(program_write)
+        os.close(reply_read)
+        return pid
+
+    def _end(self, main: int | None) -> bytes:
+        """Kill every child until none is left: the main one, and the orphans of its descendants
+        (this is their subreaper). b"<main's wait status> <1 if all are gone, else 0>"."""
+        status, deadline = -1, time.monotonic() + KILL_SECONDS
+        while children := _children():
+            for pid in children:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for pid in children:
+                try:
+                    _, wait_status = os.waitpid(pid, WALL)
+                except ChildProcessError:
+                    continue
+                if pid == main:
+                    status = wait_status
+            if time.monotonic() > deadline:
+                return f"{status} 0".encode()
+        return f"{status} 1".encode()
+
+    def _isolate(self, keep: list[int], uid: int) -> None:
+        """In a forked child: its own process group, `keep` as fds 3, 4, ..., limits, the uid, a
+        fresh working directory and captured output."""
+        os.setpgid(0, 0)  # a signal to "my process group" reaches only this program
+        if self.cgroup_fds:  # the cgroup's OOM killer picks a program process before the zygote
+            with open("/proc/self/oom_score_adj", "w") as score:
+                score.write("1000")
+        os.chdir(self.workspace)
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in keep]
+        for number, fd in enumerate(moved, start=3):
+            os.dup2(fd, number)
+        os.closerange(3 + len(keep), 1 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (self.address_space,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20,) * 2)
+        if self.nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc,) * 2)
+        if self.namespaced:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        else:  # the warden's uid: it must not be able to signal the supervisor, the warden or the zygote
+            install_seccomp(seccomp_filter(only_signal=os.getpid()))
+        sys.setrecursionlimit(self.recursion_limit)
+        sys.set_int_max_str_digits(0)  # P3 predates the limit; huge conversions meet the timeout instead
+        random.seed(0)
+        self.output = sys.stdout = sys.stderr = CappedOutput(self.output_chars)
+
+    def _runner_main(self) -> None:
+        source, code, answer_type = read_frame(3, 1 << 31, decode=False)
+        reply = run_g(marshal.loads(code), source.decode(), answer_type.decode())
+        write_all(4, pack(*reply, self.output.value()))
+
+    def _judge_main(self) -> None:
+        source, code, answer_type, answer = read_frame(3, 1 << 31, decode=False)
+        reply = judge_answer(marshal.loads(code), source.decode(), answer_type.decode(), answer.decode())
+        write_all(4, pack(*reply, self.output.value()))
+
+    def _caller_main(self) -> None:
+        source, code, function, text = read_frame(3, 1 << 31, decode=False)
+        reply = call_function(marshal.loads(code), source.decode(), function.decode(), text.decode())
+        write_all(4, pack(*reply, self.output.value()))
+
+
+def _children() -> list[int]:
+    """This single-threaded process's children, zombies included."""
+    with open(f"/proc/self/task/{os.getpid()}/children") as children:
+        return [int(pid) for pid in children.read().split()]
+
+
 # ---------------------------------------------------------------- the warden
 
 
 class Warden:
-    def __init__(self, settings: dict, namespaced: bool, cgroup: Cgroup | None):
+    def __init__(self, settings: dict, namespaced: bool, cgroup: Cgroup | None, workspace: str | None):
         self.request_fd, self.reply_fd = settings["request_fd"], settings["reply_fd"]
         self.timeout, self.output_chars = settings["timeout"], settings["output_chars"]
         self.memory_bytes, self.recursion_limit = settings["memory_mb"] << 20, settings["recursion_limit"]
         self.namespaced, self.cgroup = namespaced, cgroup
-        self.frame_limit = 2 * ANSWER_CHARS + 8 * self.output_chars + 65536  # UTF-8 and escapes included
-        # What the resident process serves: ("judge", f, ans_type) or ("apply", source, function), and
-        # what compiling it gave: the code (with f's answer type), or the ProgramError to repeat
-        self.resident_key: tuple | None = None
-        self.resident_code = None
-        self.resident: tuple | None = None  # (pid, channel) of the live resident process
+        # what a child may send: an answer or value, and detail, reprs and output (6 bytes a
+        # character at worst: a lone surrogate travels as a backslash escape)
+        self.frame_limit = ANSWER_CHARS + 6 * (self.output_chars + 3 * DETAIL_CHARS) + 4096
         self.program_uid = NOBODY if namespaced else os.getuid()
         self.nproc = None if cgroup else _tasks_of(self.program_uid) + PROGRAM_PROCESSES
         self.cgroup_fds, self.oom_fd = cgroup.open_files() if cgroup else ([], None)
-        # The children's working directory, emptied after every program: the private /tmp, or
-        # without namespaces a directory of the host's.
-        self.workspace = "/tmp" if namespaced else tempfile.mkdtemp(prefix="codeplay-sandbox-")
         self.oom_count = oom_kills(self.oom_fd) if self.oom_fd is not None else 0
-        self.address_space = 0  # RLIMIT_AS of a child: the warden's own size plus memory_mb
+        # where program processes work: /tmp (a fresh tmpfs each), or without namespaces a
+        # directory of the host's, replaced when a program left something in it
+        self.workspace = "/tmp" if namespaced else os.path.join(workspace, "work")
+        self.trash: list[str] = []  # without namespaces: directories programs left, to delete between requests
+        self.trashed = 0
+        self.compiled: tuple | None = None  # (key, what compiling it gave): f repeats across attempts
+        self.seccomp = seccomp_filter() is not None
+        self.address_space = 0
+        self.zygote_pid, self.zygote = 0, None
 
-    def isolation(self) -> str:
+    def start(self, settings: dict) -> None:
+        """Import what programs start with, build the root, and fork the zygote: before any request."""
+        stdlib = os.path.dirname(os.__file__)
+        sys.path[:] = [path for path in sys.path if path.startswith(stdlib)] + settings["module_roots"]
+        for name in PRELOADED + tuple(settings["modules"]):
+            __import__(name)
+        if self.namespaced:  # the extra modules' directories only, at their own paths: nothing else of site-packages
+            os.chroot(build_root(stdlib, settings["module_dirs"]))
+            os.chdir("/")
+        else:
+            os.setsid()
+            os.mkdir(self.workspace, 0o700)
+        _libc.prctl(PR_SET_DUMPABLE, 0)  # programs of the same uid cannot ptrace the warden
+        with open("/proc/self/statm") as statm:
+            self.address_space = int(statm.read().split()[0]) * resource.getpagesize() + self.memory_bytes
+        gc.freeze()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.zygote_pid = os.fork()
+        if self.zygote_pid == 0:
+            try:
+                ours.close()
+                os.close(self.request_fd)
+                os.close(self.reply_fd)
+                Zygote(self).serve(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.zygote = ours
+
+    def isolation(self) -> tuple[str, str]:
+        """(level, description): level "full" with namespaces, a cgroup and the seccomp filter."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
             limits = (f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program, "
@@ -646,21 +955,21 @@ class Warden:
         else:
             limits = (f"rlimits only: {memory} MiB per process, processes of uid {self.program_uid} "
                       f"capped at {self.nproc}")
+        filtered = ("seccomp: no keyrings, SysV or POSIX IPC, ptrace or namespaces" if self.seccomp
+                    else "no seccomp filter on this architecture")
         if self.namespaced:
-            return (f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
-                    "private /tmp per program; "
-                    + limits)
-        return ("basic (not root): own session only, no namespaces (network and files visible), a program can "
-                "outlive a killed sandbox; " + limits)
+            level = "full" if self.cgroup and self.seccomp else "partial"
+            return level, (f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
+                           f"every program process forked from a clean zygote with a fresh /tmp; {filtered}; {limits}")
+        return "basic", ("basic (not root): own session, no namespaces (network and files visible), programs "
+                         f"can signal only themselves; {filtered}; {limits}")
 
     # ------------------------------------------------------------ the request loop
 
     def serve(self) -> None:
-        with open("/proc/self/statm") as statm:
-            self.address_space = int(statm.read().split()[0]) * resource.getpagesize() + self.memory_bytes
-        gc.freeze()  # the warden's objects leave the collector's view: children do not copy them to collect
-        write_all(self.reply_fd, pack("ready", self.isolation()))
+        write_all(self.reply_fd, pack("ready", *self.isolation()))
         while True:
+            self._take_out_trash()
             request = read_frame(self.request_fd, 1 << 31)
             if request is None:
                 return
@@ -682,14 +991,15 @@ class Warden:
         started = time.monotonic()
         deadline = started + self.timeout
         try:
-            f_code, answer_type = self._resident_code(("judge", f, ans_type), lambda: compile_puzzle(f, ans_type))
-            g_code = compile_source(g, "g")
+            f_code, answer_type = self._compile(("f", f, ans_type), lambda: _marshalled(*compile_puzzle(f, ans_type)))
+            g_code = marshal.dumps(compile_source(g, "g"))
         except ProgramError as error:
             return error.status, error.detail, time.monotonic() - started, "", "", ""
-        status, detail, answer, output = self._run_g(g_code, g, answer_type, deadline)
+        status, detail, answer, output = self._ask(b"runner", (g, g_code, answer_type), deadline, 4, "g")
         returned = ""
         if status == "answer":
-            status, detail, answer, returned, judge_output = self._judge(f_code, f, answer_type, detail, deadline)
+            status, detail, answer, returned, judge_output = self._ask(
+                b"judge", (f, f_code, answer_type, detail), deadline, 5, "f")
             output += judge_output
         seconds = time.monotonic() - started
         if seconds > self.timeout and status != "timeout":
@@ -700,283 +1010,142 @@ class Warden:
 
     def apply(self, source: str, function: str, text: str) -> tuple[str, str, float, str, str]:
         """(status, detail, seconds, output, the JSON text `function` returned for the input `text`),
-        in the program's resident process: started on first use, it keeps its state between calls."""
+        in a process of its own that runs the program first."""
         started = time.monotonic()
         try:
-            code = self._resident_code(("apply", source, function), lambda: compile_source(source, "program"))
+            (code,) = self._compile(("program", source), lambda: (marshal.dumps(compile_source(source, "program")),))
         except ProgramError as error:
             return error.status, error.detail, time.monotonic() - started, "", ""
-        reply = self._ask(lambda: self._apply_main(code, source, function), pack("call", text),
-                          started + self.timeout, 4, CALL_STATUSES)
-        status, detail, value, output = reply[0], reply[1], reply[2], reply[-1]
+        status, detail, value, output = self._ask(b"caller", (source, code, function, text), started + self.timeout,
+                                                  4, "the program")
         seconds = time.monotonic() - started
         if seconds > self.timeout and status != "timeout":
             status, detail, value = "timeout", f"the call took {seconds:.2f} s, over the {self.timeout:g} s limit", ""
         return status, detail[:DETAIL_CHARS], seconds, output, value
 
-    def _resident_code(self, key: tuple, compile_it) -> tuple:
-        """What `compile_it()` gives for the resident `key` (compiled once while the key stays the
-        same); a key that differs from the live resident's stops that process."""
-        if self.resident_key != key:
-            self._stop_resident()
-            self.resident_key = key
+    def _compile(self, key: tuple, compile_it) -> tuple:
+        """What `compile_it()` gives (or the ProgramError it raised), compiled once while `key` repeats."""
+        if self.compiled is None or self.compiled[0] != key:
             try:
-                self.resident_code = compile_it()
+                self.compiled = key, compile_it()
             except ProgramError as error:
-                self.resident_code = error
-        if isinstance(self.resident_code, ProgramError):
-            raise self.resident_code
-        return self.resident_code
+                self.compiled = key, error
+        if isinstance(self.compiled[1], ProgramError):
+            raise self.compiled[1]
+        return self.compiled[1]
 
-    def _ask(self, main, request: bytes, deadline: float, fields: int, statuses: tuple) -> tuple[str, ...]:
-        """The reply fields after "done" of the resident process (started with `main` if none is live)
-        to `request`: `fields` of them, the first a status in `statuses`; else an error or timeout
-        padded to that length."""
-        if self.resident is None:
-            to_child_read, to_child_write = os.pipe()
-            from_child_read, from_child_write = os.pipe()
-            pid = self._fork([to_child_read, from_child_write], JUDGE_UID)
-            if pid == 0:
-                main()
-            os.close(to_child_read)
-            os.close(from_child_write)
-            self.resident = (pid, Channel(from_child_read, to_child_write, self.frame_limit, self.request_fd))
-        channel = self.resident[1]
-        name = "f" if self.resident_key[0] == "judge" else "the program"
+    def _ask(self, role: bytes, request: tuple, deadline: float, fields: int, name: str) -> tuple[str, ...]:
+        """The `fields` reply fields of a fresh `role` process to `request`, or (status, detail)
+        padded to that length when it gave no such reply. The process and everything it started are
+        gone, its OOM kills counted and its files out of reach before this returns."""
+        pid, channel = self._fork(role)
+        reply = problem = None
         try:
-            reply = channel.receive(deadline) if channel.send(request, deadline) else None
+            if channel.send(pack(*request), deadline):
+                reply = channel.receive(deadline)
         except Deadline:
-            self._stop_resident()
-            return ("timeout", f"{name} ran past the {self.timeout:g} s limit") + ("",) * (fields - 2)
+            problem = "timeout", f"{name} ran past the {self.timeout:g} s limit"
         except ValueError as error:
-            reply = [f"a malformed frame: {error}"]
-        if reply is None or len(reply) != fields + 1 or reply[0] != "done" or reply[1] not in statuses:
-            how = self._stop_resident()
-            why = how if reply is None else "it broke the protocol"
-            return ("error", f"{name}'s process ended without a reply: {why}") + ("",) * (fields - 2)
-        return tuple(reply[1:])
-
-    def _judge(self, code, f: str, answer_type: str, answer: str, deadline: float) -> tuple[str, ...]:
-        """(status, detail, answer repr, returned repr, output) of f on the answer, in the puzzle's judge."""
-        return self._ask(lambda: self._judge_main(code, f, answer_type), pack("judge", answer), deadline, 5,
-                         JUDGE_STATUSES)
-
-    def _stop_resident(self) -> str:
-        """Kill the live resident process and everything it started; says how it had ended."""
-        if self.resident is None:
-            return "it was not running"
-        pid, channel = self.resident
-        self.resident = None
-        channel.close()
-        how = self._end(pid)
-        self._kill_strays()
-        self._empty_workspace()
-        return how
-
-    def _run_g(self, code, g: str, answer_type: str, deadline: float) -> tuple[str, str, str, str]:
-        """("answer", JSON text, answer repr, output), or (status, detail, answer repr or "", output)
-        of a program that gave no answer to judge."""
-        read_fd, write_fd = os.pipe()
-        pid = self._fork([write_fd], NOBODY)
-        if pid == 0:
-            self._runner_main(code, g, answer_type)
-        os.close(write_fd)
-        channel = Channel(read_fd, None, self.frame_limit, self.request_fd)
-        problem = None
-        try:
-            reply = channel.receive(deadline)
-        except Deadline:
-            reply, problem = None, ("timeout", f"g ran past the {self.timeout:g} s limit", "", "")
-        except ValueError as error:
-            reply, problem = None, ("error", f"g's process sent a malformed frame: {error}", "", "")
+            problem = "error", f"{name}'s process sent a malformed frame: {error}"
         finally:
             channel.close()
-        how = self._end(pid)
-        self._kill_strays(spare=self.resident[0] if self.resident else None)
-        self._empty_workspace()  # before the judge sees the answer: nothing else of g's reaches f
-        if self.resident is not None and _state(self.resident[0]) not in "RSD":  # without namespaces a runner
-            self._stop_resident()  # shares the judge's uid: one it stopped or killed is replaced, not blamed
+        how = self._end()
         if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
-            self.oom_count = count  # one of the program's processes was killed for its memory
-            return "memory", f"the program's processes ran out of their {self.memory_bytes >> 20} MiB", "", ""
-        if reply is not None and len(reply) == 4 and reply[0] in RUNNER_STATUSES:
+            self.oom_count = count  # one of its processes was killed for the memory the program used
+            problem = "memory", f"{name}'s processes ran out of the program's {self.memory_bytes >> 20} MiB"
+        elif reply is not None and len(reply) == fields and reply[0] in STATUSES[role]:
             return tuple(reply)
-        if problem is not None:
-            return problem
-        return "error", f"g's process ended without an answer: {how}", "", ""
+        elif problem is None:
+            problem = "error", f"{name}'s process ended without {'an answer' if role == b'runner' else 'a reply'}: {how}"
+        return problem + ("",) * (fields - 2)
 
-    def _fork(self, keep: list[int], uid: int) -> int:
-        """Fork a runner or a judge; in the child, isolate it, keep only the `keep` fds (as 3, 4, ...)
-        and, with namespaces, run as `uid`."""
-        pid = os.fork()
-        if pid:
-            return pid
-        try:
-            for fd in self.cgroup_fds:
-                os.write(fd, b"0")
-            if self.namespaced:
-                _check(_libc.unshare(CLONE_NEWIPC), "unshare")  # SysV objects die with the program
-            os.chdir(self.workspace)
-            null = os.open("/dev/null", os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in keep]
-            for number, fd in enumerate(moved, start=3):
-                os.dup2(fd, number)
-            os.closerange(3 + len(keep), 1 << 20)
-            resource.setrlimit(resource.RLIMIT_AS, (self.address_space,) * 2)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20,) * 2)
-            if self.nproc is not None:
-                resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc,) * 2)
-            if self.namespaced:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-            _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            sys.setrecursionlimit(self.recursion_limit)
-            sys.set_int_max_str_digits(0)  # P3 predates the limit; huge conversions meet the timeout instead
-            random.seed(0)
-            self.output = sys.stdout = sys.stderr = CappedOutput(self.output_chars)
-            return 0
-        except BaseException:  # noqa: BLE001
-            os._exit(70)
+    def _fork(self, role: bytes) -> tuple[int, Channel]:
+        self.zygote.send(role)
+        wait_for(self.zygote.fileno(), select.POLLIN, time.monotonic() + KILL_SECONDS + 60, self.request_fd)
+        message, fds, _, _ = socket.recv_fds(self.zygote, 32, 2)
+        if len(fds) != 2:
+            raise RuntimeError("the zygote is gone")
+        return int(message), Channel(fds[1], fds[0], self.frame_limit, self.request_fd)
 
-    def _runner_main(self, code, g: str, answer_type: str) -> None:
-        try:
-            write_all(3, pack(*run_g(code, g, answer_type), self.output.value()))
-        finally:
-            os._exit(0)
-
-    def _judge_main(self, code, f: str, answer_type: str) -> None:
-        output = self.output
-        try:
-            try:
-                instantiate(code, "f")  # f's module-level code runs once here, as a check
-            except BaseException as error:  # noqa: BLE001
-                status = error.status if isinstance(error, ProgramError) else "error"
-                detail = error.detail if isinstance(error, ProgramError) else describe(error, "f", f)
-                while read_frame(3, 1 << 31) is not None:  # every answer gets the same verdict
-                    write_all(4, pack("done", status, detail, "", "", output.value()))
-                return
-            while (request := read_frame(3, 1 << 31)) is not None:
-                output.parts, output.size, output.dropped = [], 0, 0
-                write_all(4, pack("done", *judge_answer(code, f, answer_type, request[1]), output.value()))
-        finally:
-            os._exit(0)
-
-    def _apply_main(self, code, source: str, name: str) -> None:
-        output = self.output
-        try:
-            try:
-                namespace = {"__builtins__": builtins, "__name__": "__program__"}
-                exec(code, namespace)  # the module runs once; its state lives as long as this process
-                function = namespace.get(name)
-                if not callable(function):
-                    raise ProgramError("error", f"the program defines no function {name}")
-            except BaseException as error:  # noqa: BLE001
-                status = error.status if isinstance(error, ProgramError) else "error"
-                detail = error.detail if isinstance(error, ProgramError) else describe(error, "program", source)
-                while read_frame(3, 1 << 31) is not None:  # every call gets the same reply
-                    write_all(4, pack("done", status, detail, "", output.value()))
-                return
-            while (request := read_frame(3, 1 << 31)) is not None:
-                output.parts, output.size, output.dropped = [], 0, 0
-                write_all(4, pack("done", *call_function(function, source, request[1]), output.value()))
-        finally:
-            os._exit(0)
-
-    # ------------------------------------------------------------ processes
-
-    def shutdown(self) -> None:
-        """Without a pid namespace nothing else takes the children down with the warden."""
-        self._stop_resident()
-        self._kill_strays()
-        if not self.namespaced:
-            shutil.rmtree(self.workspace, ignore_errors=True)
-
-    def _empty_workspace(self) -> None:
-        """Remove everything the programs wrote (the warden is root where they are not)."""
-        for entry in os.scandir(self.workspace):
-            if entry.is_dir(follow_symlinks=False):
-                if not self.namespaced:  # the warden has the programs' uid: reopen what they locked
-                    _unlock(entry.path)
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                os.unlink(entry.path)
-
-    def _end(self, pid: int) -> str:
-        """Kill and reap one child; says how it had ended."""
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _, status = os.waitpid(pid, WALL)
+    def _end(self) -> str:
+        """Have the zygote kill the program's processes; says how the main one had ended. Then the
+        next process gets a fresh working directory if this one left anything in it."""
+        self.zygote.send(b"end")
+        wait_for(self.zygote.fileno(), select.POLLIN, time.monotonic() + KILL_SECONDS + 60, self.request_fd)
+        status, complete = map(int, self.zygote.recv(64).split())
+        if not complete:
+            raise RuntimeError("could not stop the processes a program left behind")
+        self._fresh_workspace()
+        if status < 0:
+            return "it was never seen to end"
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             return "killed" if number == signal.SIGKILL else f"killed by {signal.Signals(number).name}"
         return f"exit code {os.WEXITSTATUS(status)}"
 
-    def _kill_strays(self, spare: int | None = None) -> None:
-        """Kill every child but `spare` until none is left. Orphans are re-parented to the warden
-        (PID 1 of its namespace, or a subreaper), so a program's whole tree ends here."""
-        deadline = time.monotonic() + KILL_SECONDS
-        while strays := [pid for pid in self._children() if pid != spare]:
-            for pid in strays:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            for pid in strays:
-                try:
-                    os.waitpid(pid, WALL)
-                except ChildProcessError:
-                    pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("could not stop the processes a program left behind")
+    def _fresh_workspace(self) -> None:
+        """O(1) whatever a program left: a new tmpfs over /tmp (the old one, detached, is freed
+        by the kernel), or without namespaces a new directory (the old one goes to the trash)."""
+        try:
+            if not os.listdir(self.workspace):
+                return
+        except OSError:  # without root a program can lock the directory: it is replaced too
+            pass
+        if self.namespaced:
+            _check(_libc.umount2(b"/tmp", MNT_DETACH), "umount /tmp")
+            _mount_tmp("/tmp")
+        else:
+            self.trashed += 1
+            self.trash.append(f"{self.workspace}-{self.trashed}")
+            os.rename(self.workspace, self.trash[-1])
+            os.mkdir(self.workspace, 0o700)
 
-    @staticmethod
-    def _children() -> list[int]:
-        pids = []
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children") as children:
-                pids += [int(pid) for pid in children.read().split()]
-        return pids
+    def _take_out_trash(self) -> None:
+        """Without namespaces: delete what programs left, a slice at a time, while no request waits."""
+        while self.trash and not select.select([self.request_fd], [], [], 0)[0]:
+            if remove_tree(self.trash[-1], time.monotonic() + TRASH_SLICE):
+                self.trash.pop()
+
+    def shutdown(self) -> None:
+        """Closing the zygote's socket makes it kill every program process and exit."""
+        if self.zygote is not None:
+            self.zygote.close()
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline and os.waitpid(self.zygote_pid, os.WNOHANG) == (0, 0):
+                time.sleep(0.005)
+
+
+STATUSES = {b"runner": RUNNER_STATUSES, b"judge": JUDGE_STATUSES, b"caller": CALL_STATUSES}
+
+
+def _marshalled(code, answer_type: str) -> tuple[bytes, str]:
+    return marshal.dumps(code), answer_type
 
 
 def main() -> None:
     settings = json.loads(sys.argv[1])
-    reply_fd = settings["reply_fd"]
+    request_fd, reply_fd = settings["request_fd"], settings["reply_fd"]
     sys.set_int_max_str_digits(0)  # compiling f and g: P3 has int literals of thousands of digits
-    namespaced = os.geteuid() == 0 and _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0
-    cgroup = None
-    if os.geteuid() == 0:
-        cgroup = Cgroup.create(f"codeplay-{os.getpid()}", (settings["memory_mb"] << 20) + (64 << 20),
-                               PROGRAM_PROCESSES + 1)  # + 1: the judge
+    root = os.geteuid() == 0
+    namespaced = root and _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0
+    # + 64 MiB and + 1 process: the zygote, which is in the cgroup too
+    cgroup = Cgroup.create((settings["memory_mb"] << 20) + (64 << 20), PROGRAM_PROCESSES + 1) if root else None
+    workspace = None if namespaced else __import__("tempfile").mkdtemp(prefix="codeplay-sandbox-")
     pid = os.fork()
     if pid:  # launcher: report the warden's pid, then mirror its exit status
         write_all(reply_fd, pack("pid", str(pid)))
-        os.close(settings["request_fd"])
+        os.close(request_fd)
         os.close(reply_fd)
         _, status = os.waitpid(pid, 0)
         if cgroup:
             cgroup.remove()
+        if workspace:
+            remove_tree(workspace, time.monotonic() + 30.0)
         os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
     try:
-        stdlib = os.path.dirname(os.__file__)
-        sys.path[:] = [path for path in sys.path if path.startswith(stdlib)] + settings["module_roots"]
-        for name in PRELOADED + tuple(settings["modules"]):
-            __import__(name)
-        warden = Warden(settings, namespaced, cgroup)
-        if namespaced:  # the extra modules' directories only, at their own paths: nothing else of site-packages
-            root = build_root([stdlib, *settings["module_dirs"]])
-            os.chroot(root)
-            os.chdir("/")
-        else:
-            os.setsid()
-            _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
-        _libc.prctl(PR_SET_DUMPABLE, 0)  # programs of the same uid cannot ptrace the warden
+        warden = Warden(settings, namespaced, cgroup, workspace)
         try:
+            warden.start(settings)
             warden.serve()
         finally:
             warden.shutdown()

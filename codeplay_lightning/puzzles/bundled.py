@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from importlib import resources
 
+from codeplay_lightning.puzzles.parsing import UNPARSABLE
 from codeplay_lightning.puzzles.puzzle import Puzzle
 
 _HEADER_START = "### "
@@ -62,6 +63,8 @@ def _parse_block(lines: list[str], start: int, end: int, origin: str) -> Puzzle:
         tree = ast.parse("\n".join(body))
     except SyntaxError as error:
         raise ValueError(f"{origin} line {start + 1 + (error.lineno or 0)}: {error.msg}") from None
+    except UNPARSABLE:
+        raise ValueError(f"{origin} line {start + 1}: nested too deeply to parse, or holds a null byte") from None
     names = [
         node.name if isinstance(node, ast.FunctionDef) and not node.decorator_list else None
         for node in tree.body

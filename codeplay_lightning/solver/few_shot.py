@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from codeplay_lightning.execution import Program, Sandbox, Verdict
 from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.puzzles import Puzzle, solver_prompt
+from codeplay_lightning.puzzles.parsing import UNPARSABLE
 from codeplay_lightning.solver.common import SolverConfig
 
 G_HEADER = "def g():"  # the end of every Solver prompt; a candidate is this plus the continuation
@@ -124,7 +125,7 @@ def candidate_program(puzzle: Puzzle, continuation: str) -> Program:
     for end in (len(lines), *top_level):
         try:
             g_end = ast.parse("".join(lines[:end])).body[0].end_lineno
-        except (SyntaxError, ValueError, MemoryError, RecursionError):  # a null byte; nesting past the parser's stack
+        except UNPARSABLE:
             continue
         if "".join(lines[g_end:]).strip():
             g = "".join(lines[:g_end]).rstrip() + "\n"

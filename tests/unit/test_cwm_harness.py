@@ -1,6 +1,9 @@
-"""`harness.predict`: a Code World Model's predictions from its own sandboxed process, or its bug."""
+"""`harness.predict`: a Code World Model's predictions, each transition from a sandboxed process of its
+own, or the bug of the first transition that failed."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +16,7 @@ from codeplay_lightning.execution import Sandbox
 
 @pytest.fixture(scope="module")
 def sandbox():
-    with Sandbox(workers=1, timeout=5.0, modules=("numpy",)) as sandbox:
+    with Sandbox(workers=2, timeout=5.0, modules=("numpy",)) as sandbox:
         yield sandbox
 
 
@@ -55,11 +58,40 @@ def test_an_exception_is_a_bug_with_the_model_line(sandbox):
     assert isinstance(bug, Bug) and "AttributeError" in bug.detail and f"line {line}," in bug.detail
 
 
-def test_a_model_that_loops_is_a_timeout_bug():
+def test_the_bug_is_that_of_the_first_transition_that_failed(sandbox):
+    """Transitions 3 and 4 both raise, 4 at once and 3 after a while: the bug is 3's all the same."""
+    data = cartpole_rollout(8)
+    third, fourth = (data.observations[i].tolist() for i in (3, 4))
+    code = CARTPOLE_MODEL + f"""
+import time
+
+_Right = Environment
+
+
+class Environment(_Right):
+    def set_state(self, state):
+        super().set_state(state)
+        if self.state.tolist() == {third!r}:
+            time.sleep(1.0)
+            raise ValueError("transition 3")
+        if self.state.tolist() == {fourth!r}:
+            raise ValueError("transition 4")
+"""
+    bug = predict(sandbox, code, data)
+    line = next(number for number, text in enumerate(code.splitlines(), 1) if '"transition 3"' in text)
+    assert isinstance(bug, Bug) and bug.kind == "error" and f"line {line}," in bug.detail
+    assert "ValueError: transition 3" in bug.detail and "transition 4" not in bug.detail
+
+
+def test_a_model_that_loops_is_a_timeout_bug_found_in_one_timeout():
+    """Every transition would run into the limit: predict stops once the first has."""
     code = CARTPOLE_MODEL.replace("x, x_dot, theta, theta_dot = self.state", "while True:\n            pass")
-    with Sandbox(workers=1, timeout=0.5, modules=("numpy",)) as fast:
-        bug = predict(fast, code, cartpole_rollout(5))
+    with Sandbox(workers=2, timeout=0.5, modules=("numpy",)) as fast:
+        started = time.perf_counter()
+        bug = predict(fast, code, cartpole_rollout(40))
+        seconds = time.perf_counter() - started
     assert bug == Bug("timeout", "the program ran past the 0.5 s limit")
+    assert seconds < 5.0  # 40 transitions run to the limit, two at a time: 10 s
 
 
 def test_a_model_that_tampers_with_the_harness_gets_no_score(sandbox):

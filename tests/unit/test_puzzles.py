@@ -57,7 +57,7 @@ def test_valid_puzzle_may_define_helpers_around_f():
         ("def f():\n    return True", "f takes no positional argument"),
         ("def f(*, x: int):\n    return True", "f takes no positional argument"),
         ("x = " + "(" * 300 + ")" * 300, "syntax error: too many nested parentheses (line 1)"),
-        ("x = " + "-" * 10_000 + "1", "syntax error: too deeply nested"),
+        ("x = " + "-" * 10_000 + "1", "syntax error: nested too deeply to parse"),
     ],
 )
 def test_invalid_puzzles_say_why(text: str, reason: str):
@@ -113,6 +113,8 @@ def test_answer_type_prefers_the_explicit_type():
     [
         ("def f(grid: List[List[int]], n=3):\n    return True", "List[List[int]]"),
         ("def f(s: 'str'):\n    return True", "'str'"),
+        ("def f(grid: List[ List[int] ]):\n    return True", "List[List[int]]"),
+        ("def f(grid: List[\n        List[int]]):\n    return True", "List[List[int]]"),
         ("def f(x, y: int = 2):\n    return True", None),
     ],
 )

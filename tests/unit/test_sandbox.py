@@ -26,137 +26,28 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from sandbox_support import (
+    ORDINARY,
+    ORDINARY_PROGRAMS,
+    REPO,
+    assert_nothing_outlives,
+    check_ordinary,
+    contained,
+    marker,
+    process_table,
+    program,
+    wrong,
+)
+
 from codeplay_lightning.execution import Program, Sandbox, Verdict
 
-REPO = Path(__file__).resolve().parents[2]
 FAST = 0.5  # timeout for sandboxes where timeouts are expected
 SECRET_NAME = "CODEPLAY_TEST_API_KEY"
 SECRET_VALUE = f"sk-secret-{uuid.uuid4().hex}"
-CALLER_PARENT = os.getppid()
-
-
-def program(f: str, g: str, ans_type: str | None = None) -> Program:
-    return Program(textwrap.dedent(f).strip() + "\n", textwrap.dedent(g).strip() + "\n", ans_type)
-
-
-def wrong(g: str) -> Program:
-    """A hostile `g` whose answer is wrong: the only right verdicts are fail, error, timeout, memory."""
-    return program("def f(x):\n    return x == 5", g)
-
-
-# ---------------------------------------------------------------- ordinary programs
-
-
-ORDINARY: list[tuple[Program, str, str]] = [  # (program, status, what its detail must contain)
-    (program("""
-        import math
-        def f(x: List[int]) -> bool:
-            return len(x) == 3 and math.sqrt(16) == 4.0 and sorted(x) == [1, 2, 3]
-        """, "def g():\n    return [3, 1, 2]"), "pass", ""),
-    (program("""
-        import collections
-        def f(s: str) -> bool:
-            return collections.Counter(s).most_common(1) == [("b", 2)]
-        """, "def g():\n    return 'abb'"), "pass", ""),
-    (program("""
-        from typing import List
-        import math
-        def f(x: List[float]) -> bool:
-            return x == [math.sqrt(4.0)]
-        """, "def g():\n    return [2.0]"), "pass", ""),
-    (program("def f(x: List[int]) -> bool:\n    return len(x) == 4",
-             "def g():\n    return [1, 2, 3]"), "fail", "f returned False for x = [1, 2, 3]"),
-    (program("import math\ndef f(x: int) -> bool:\n    return math.sqrt(x) == 3.0",
-             "def g():\n    return 10"), "fail", "f returned False"),
-    (program("def f(x: int) -> bool:\n    return sorted([x, 1]) == [2, 1]",
-             "def g():\n    return 2"), "fail", "f returned False"),
-    (program("def f(x: int) -> bool:\n    return x / 0 == 1",
-             "def g():\n    return 1"), "error", "ZeroDivisionError"),
-]
-ORDINARY_PROGRAMS = [entry[0] for entry in ORDINARY]
-
-
-def check_ordinary(verdicts: list[Verdict]) -> None:
-    assert len(verdicts) == len(ORDINARY)
-    for verdict, (prog, status, fragment) in zip(verdicts, ORDINARY):
-        assert verdict.status == status, (prog.f, verdict)
-        assert fragment in verdict.detail, (prog.f, verdict)
-
-
-# ---------------------------------------------------------------- processes
-
-
-def process_table() -> dict[int, tuple[int, str, bytes]]:
-    """pid -> (ppid, state, cmdline) for every process on the host."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read()
-        except OSError:
-            continue
-        table[int(entry)] = (int(fields[1]), fields[0].decode(), command)
-    return table
-
-
-def strays(marker: str | None = None) -> list:
-    """Live processes that should not exist: below this process, anything but sandbox launchers
-    (depth 1), wardens (depth 2) and one judge per warden (depth 3); anywhere on the host, anything
-    whose command line carries `marker`."""
-    table = process_table()
-    children = defaultdict(list)
-    for pid, (ppid, _, _) in table.items():
-        children[ppid].append(pid)
-    found = []
-    stack = [(pid, 1) for pid in children[os.getpid()]]
-    while stack:
-        pid, depth = stack.pop()
-        _, state, command = table[pid]
-        if state in ("Z", "X"):  # dead, waiting to be reaped
-            continue
-        live = [child for child in children[pid] if table[child][1] not in ("Z", "X")]
-        if depth > 3 or b"warden.py" not in command or (depth == 2 and len(live) > 1):
-            found.append((pid, depth, state, command[:200]))
-        stack.extend((child, depth + 1) for child in children[pid])
-    if marker is not None:
-        found += [(pid, state, command) for pid, (_, state, command) in table.items()
-                  if marker.encode() in command and state not in ("Z", "X")]
-    return found
-
-
-def assert_nothing_outlives(marker: str | None = None, grace: float = 2.0) -> None:
-    """(a) and (c): the caller and its parent are alive; nothing the programs started is left."""
-    assert os.getppid() == CALLER_PARENT
-    os.kill(CALLER_PARENT, 0)
-    deadline = time.monotonic() + grace
-    while (found := strays(marker)) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert found == []
-
-
-def contained(sandbox: Sandbox, *hostile: Program, marker: str | None = None) -> list[Verdict]:
-    """Run `hostile`, each followed by the ordinary programs in the same batch, then the ordinary
-    programs again in a later batch; check (a), (c) and (d). Returns the hostile programs' verdicts."""
-    batch = []
-    for prog in hostile:
-        batch += [prog, *ORDINARY_PROGRAMS]
-    verdicts = sandbox.verify(batch)
-    assert len(verdicts) == len(batch)
-    step = 1 + len(ORDINARY)
-    for start in range(0, len(batch), step):
-        check_ordinary(verdicts[start + 1:start + step])
-    assert_nothing_outlives(marker)
-    check_ordinary(sandbox.verify(ORDINARY_PROGRAMS))
-    return verdicts[::step]
 
 
 # ---------------------------------------------------------------- fixtures
@@ -473,10 +364,6 @@ def test_kill_everything_and_pass(namespaced):
 
 
 # ---------------------------------------------------------------- processes outliving the program
-
-
-def marker() -> str:
-    return f"{random.randrange(10**6, 10**7)}.{os.getpid()}{random.randrange(10**6)}"
 
 
 def test_subprocess_does_not_outlive_the_program(sandbox):
@@ -1554,7 +1441,7 @@ def test_host_unix_sockets_are_unreachable(namespaced, tmp_path):
 
 SUPERVISED = """
 import sys
-from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.execution import Program, Sandbox, Verdict
 with Sandbox(workers=2, timeout=60.0) as box:
     print(box.isolation, flush=True)
     box.verify([Program("def f(x):\\n    return True", sys.argv[1])] * 2)
@@ -1625,7 +1512,7 @@ from warden import pack, read_frame, write_all
 settings = json.loads(sys.argv[1])
 requests, replies = settings["request_fd"], settings["reply_fd"]
 write_all(replies, pack("pid", str(os.getpid())))
-write_all(replies, pack("ready", "namespaces: none, a fake warden"))
+write_all(replies, pack("ready", "full", "namespaces: none, a fake warden"))
 while True:
     request = read_frame(requests, 1 << 31) if {reads} else time.sleep(1000)
     if request is None:
@@ -1683,7 +1570,7 @@ def test_a_warden_that_stops_reading_cannot_block_the_caller(monkeypatch, tmp_pa
 
 UNPRIVILEGED = """
 import json, os, sys
-from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.execution import Program, Sandbox, Verdict
 cases = json.loads(sys.argv[1])
 with Sandbox(workers=2, timeout=1.0, memory_mb=256) as box:
     isolation = box.isolation
@@ -1693,20 +1580,41 @@ print(json.dumps({"uid": os.getuid(), "isolation": isolation, "statuses": [v.sta
 """
 
 
-def _unprivileged_command() -> list[str]:
-    """Runs the script in $SCRIPT with the argument $ARGUMENT as uid 65534 in a private mount namespace where the interpreter is reachable:
-    a directory on its path that others cannot enter (a pyenv under /root) is covered with a tmpfs
-    that holds only the interpreter's own tree, bind-mounted back."""
+KILL_EVERY_PEER = """import errno, os, signal
+def g():
+    me, outcomes = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me and os.stat(f"/proc/{entry}").st_uid == os.getuid():
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                outcomes.append(0)
+            except OSError as error:
+                outcomes.append(error.errno)
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError as error:
+        outcomes.append(error.errno)
+    return outcomes
+"""
+
+
+def _unprivileged_command(held: list[str]) -> list[str]:
+    """Runs the script in $SCRIPT with the argument $ARGUMENT as uid 65534, in a private mount
+    namespace where the interpreter, the virtual environment and this checkout are reachable
+    wherever they live: every directory on their paths that others cannot enter (a pyenv under
+    /root, a clone in a 0700 `mktemp -d`) is covered with a tmpfs that holds only the entries on
+    those paths, bind-mounted back. `held` gets the empty directories used on the way."""
+    needed = [Path(os.path.realpath(path)) for path in (sys.base_prefix, sys.prefix, REPO / "codeplay_lightning")]
+    closed = sorted({Path(*path.parts[:depth]) for path in needed for depth in range(1, len(path.parts))
+                     if not os.stat(Path(*path.parts[:depth])).st_mode & 0o001}, key=lambda path: len(path.parts))
     mounts = []
-    parts = Path(os.path.realpath(sys.base_prefix)).parts
-    for depth in range(1, len(parts)):
-        ancestor = Path(*parts[:depth])
-        if not os.stat(ancestor).st_mode & 0o001:
-            inside = ancestor / parts[depth]
-            held = tempfile.mkdtemp(prefix="codeplay-interpreter-")
-            mounts = [f"mount --bind {inside} {held}", f"mount -t tmpfs -o mode=755 tmpfs {ancestor}",
-                      f"mkdir {inside}", f"mount --move {held} {inside}"]
-            break
+    for ancestor in closed:
+        entries = sorted({ancestor / path.parts[len(ancestor.parts)] for path in needed
+                          if path.parts[:len(ancestor.parts)] == ancestor.parts})
+        held += [tempfile.mkdtemp(prefix="codeplay-reachable-") for _ in entries]
+        mounts += [f"mount --bind {entry} {hold}" for entry, hold in zip(entries, held[-len(entries):])]
+        mounts.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
+        mounts += [f"mkdir {entry} && mount --move {hold} {entry}" for entry, hold in zip(entries, held[-len(entries):])]
     run = (f"exec setpriv --reuid=65534 --regid=65534 --clear-groups env PYTHONPATH={REPO} "
            f'{sys.executable} -c "$SCRIPT" "$ARGUMENT"')
     return ["unshare", "--mount", "--propagation", "private", "sh", "-ec", " && ".join([*mounts, run])]
@@ -1730,9 +1638,17 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
         ("def f(x: int):\n    return x == 5", STOP_THE_JUDGE, "error"),
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
+        # every other process of its uid - the zygote, the wardens, their launchers, the supervisor - and -1
+        ("def f(x: List[int]):\n    return len(x) >= 7 and set(x) == {1}", KILL_EVERY_PEER, "pass"),
+        ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
     ]
-    result = subprocess.run(_unprivileged_command(), capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)})
+    held: list[str] = []
+    try:
+        result = subprocess.run(_unprivileged_command(held), capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)})
+    finally:
+        for directory in held:
+            os.rmdir(directory)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["uid"] == 65534

@@ -1,7 +1,7 @@
 """`Sandbox.apply`: a program's functions called on JSON inputs in a process of the program's own,
 the way Code World Models are scored and planned with. The containment of the processes themselves
-is `test_sandbox.py`'s; here, what `apply` adds: values, state kept within one program and never
-across programs, extra modules offered and nothing else of site-packages, and every failure a verdict."""
+is `test_sandbox.py`'s; here, what `apply` adds: values, no state kept from one call to the next,
+extra modules offered and nothing else of site-packages, and every failure a verdict."""
 
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ def sandbox():
         yield sandbox
 
 
-def test_values_and_state_kept_between_calls_of_one_program(sandbox):
+def test_values_and_no_state_kept_between_calls(sandbox):
+    """Every call runs the program afresh: a counter the program keeps starts again each time."""
     verdicts = sandbox.apply([Call(COUNTER, "step", [[1, 2], [3, 4.5]]) for _ in range(3)])
     assert [v.status for v in verdicts] == ["returned"] * 3
-    assert [v.value for v in verdicts] == [{"sum": 10.5, "calls": n} for n in (1, 2, 3)]
+    assert [v.value for v in verdicts] == [{"sum": 10.5, "calls": 1}] * 3
     assert not any(v.passed for v in verdicts)  # a value is not a verdict on a puzzle
 
 
@@ -46,7 +47,7 @@ def test_nothing_leaks_from_one_program_to_the_next(sandbox):
 
 
 def test_another_function_of_the_same_source_starts_afresh(sandbox):
-    """The process serves one (source, function): a call of another ends it, and its state."""
+    """Calls of two functions of one source, interleaved: each starts from the program's module."""
     counts = [sandbox.apply([call])[0].value for call in (Call(COUNTER, "step", [1]), Call(COUNTER, "divide", 2),
                                                           Call(COUNTER, "step", [1]))]
     assert counts == [{"sum": 1.0, "calls": 1}, 0.5, {"sum": 1.0, "calls": 1}]

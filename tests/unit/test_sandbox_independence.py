@@ -1,0 +1,420 @@
+"""No verdict depends on any other program, puzzle or run (the sandbox's third round of attacks).
+
+Each class of leak has its attacks here: memory and frames inherited from earlier programs, kernel
+state shared by a uid or a host, a judge kept across the attempts at its puzzle, costs charged to
+the next program, isolation lost without a word, and unbounded work or memory in the trusted
+processes. A program here always runs next to ordinary ones (`contained`), whose verdicts must
+stay exactly right.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+import uuid
+import warnings
+
+import pytest
+from sandbox_support import REPO, ORDINARY_PROGRAMS, check_ordinary, contained, program, wrong
+
+import codeplay_lightning.execution.sandbox as sandbox_module
+from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.execution.warden import ANSWER_CHARS, SYSCALLS
+
+
+@pytest.fixture(scope="module")
+def solo():
+    """One worker: every program runs right after the one before it, on the same warden."""
+    with Sandbox(workers=1, timeout=10.0, memory_mb=512) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def namespaced(solo):
+    if not solo.isolation.startswith("namespaces"):
+        pytest.skip(f"needs full isolation (root); here: {solo.isolation}")
+    return solo
+
+
+def secret() -> str:
+    return f"codeplay-secret-{uuid.uuid4().hex}"
+
+
+# What an attacker scans for: the secret's shape, built at run time so that its own code does not match.
+SCAN = r'''
+import ctypes, gc, re, sys
+SHAPE = re.compile(("codeplay" + "-secret-" + "[0-9a-f]{32}").encode())
+
+def found_anywhere():
+    """Every secret in reach: frames up the stack, every object the collector knows, and every
+    readable byte of this process's memory."""
+    found = set()
+    frame = sys._getframe()
+    while frame is not None:
+        found.update(SHAPE.findall(repr(frame.f_locals).encode("utf-8", "replace")))
+        frame = frame.f_back
+    for item in gc.get_objects():
+        try:
+            found.update(SHAPE.findall(repr(item).encode("utf-8", "replace")[:100000]))
+        except Exception:
+            pass
+    with open("/proc/self/maps") as maps:  # /proc/self/mem is closed to it: read through ctypes
+        spans = [line.split()[:2] + [line] for line in maps]
+    for span, permissions, line in spans:
+        if not permissions.startswith("r") or "[vvar" in line or "[vsyscall" in line:
+            continue
+        start, end = (int(part, 16) for part in span.split("-"))
+        found.update(SHAPE.findall(ctypes.string_at(start, end - start)))
+    return sorted(found)
+'''
+
+
+# ---------------------------------------------------------------- 1. fresh processes from a clean zygote
+
+
+def test_no_program_process_holds_an_earlier_program_answer_or_text(solo):
+    """A solve, then copiers on the same warden scanning frames, objects and all of their memory:
+    they find neither the earlier answer nor the puzzle's text (f never reaches g's process)."""
+    answer = secret()
+    puzzle = f"def f(x: str):\n    return x == {answer!r}"
+    copier = SCAN + "\ndef g():\n    found = found_anywhere()\n    return found[0].decode() if found else 'none'"
+    judge_scan = SCAN + "\ndef f(x: str):\n    return x == 'clean' and found_anywhere() == []"
+    solve = Program(puzzle, f"def g():\n    return {answer!r}")
+    verdicts = solo.verify([solve, Program(puzzle, copier), solve, Program(judge_scan, "def g():\n    return 'clean'"),
+                            Program(puzzle, copier)])
+    assert [v.status for v in verdicts] == ["pass", "fail", "pass", "pass", "fail"], verdicts
+    assert verdicts[1].answer == verdicts[4].answer == "'none'"
+
+
+def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(solo):
+    """f counts its calls everywhere it could keep a count: every attempt is still its first."""
+    counting = textwrap.dedent("""
+        import builtins, os, sys, typing
+        def f(x: int):
+            marks = [getattr(builtins, "_calls", 0), getattr(sys.modules["typing"], "_calls", 0),
+                     int(os.environ.get("CALLS", "0")), len(os.listdir("."))]
+            builtins._calls = typing._calls = 1
+            os.environ["CALLS"] = "1"
+            open("called", "w").close()
+            return x == 1 and marks == [0, 0, 0, 0]
+        """)
+    verdicts = solo.verify([Program(counting, "def g():\n    return 1")] * 5)
+    assert [v.status for v in verdicts] == ["pass"] * 5, verdicts
+
+
+@pytest.mark.parametrize("f", [
+    # replaces the judge's own code for every later answer
+    "import sys\ndef f(x: int):\n    main = sys.modules['__main__']\n"
+    "    main.judge_answer = lambda *a: ['pass', '', '', 'True']\n    return False",
+    # a thread that keeps answering on the reply pipe
+    "import os, threading, time\nfrom __main__ import pack\ndef f(x: int):\n"
+    "    def answer():\n        while True:\n            os.write(4, pack('pass', '', '', 'True', ''))\n"
+    "            time.sleep(0.001)\n    threading.Thread(target=answer, daemon=True).start()\n    return False",
+    # a late forged reply from a forked child, meant for the next program
+    "import os, time\nfrom __main__ import pack\ndef f(x: int):\n    if os.fork() == 0:\n        time.sleep(0.2)\n"
+    "        os.write(4, pack('pass', '', '', 'True', ''))\n        os._exit(0)\n    return False",
+    # a fork in a default argument: two judges on one pipe
+    "import os\ndef f(x: int, forked=os.fork()):\n    return False",
+], ids=["replaces_judge", "answering_thread", "late_forged_reply", "fork_in_default"])
+def test_a_judge_cannot_reach_the_next_verdict(solo, f):
+    """Whatever f does to its own verdict (it decides it anyway: forging a pass is `return True`),
+    every later verdict is right."""
+    contained(solo, *[Program(f, "def g():\n    return 1")] * 2)
+
+
+# ---------------------------------------------------------------- 2. kernel state shared by a uid or a host
+
+
+def _syscall_program(calls: list[tuple[str, list]]) -> str:
+    """g: the errno of each raw syscall (0 when it succeeded)."""
+    numbers = {name: SYSCALLS[name][0 if os.uname().machine == "x86_64" else 1] for name, _ in calls}
+    return textwrap.dedent(f"""
+        import ctypes
+        def g():
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            errors = []
+            for name, arguments in {calls!r}:
+                ctypes.set_errno(0)
+                result = libc.syscall({numbers!r}[name], *[a.encode() if isinstance(a, str) else a for a in arguments])
+                errors.append(ctypes.get_errno() if result == -1 else 0)
+            return errors
+        """)
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="the filter knows these two")
+def test_keyrings_ipc_and_introspection_are_denied(solo):
+    """Keyrings are shared by every process of a uid host-wide and outlive the run; SysV and POSIX
+    IPC, ptrace and new namespaces would reach other programs too: each call fails with EPERM."""
+    calls = [("add_key", ["user", "codeplay", "answer", 6, -4]), ("keyctl", [0, -4, 0]),  # -4: the user keyring
+             ("request_key", ["user", "codeplay", 0, 0]), ("shmget", [0, 4096, 0o1666]), ("msgget", [0, 0o1666]),
+             ("semget", [0, 1, 0o1666]), ("mq_open", ["codeplay", 0o102, 0o666, 0]), ("ptrace", [16, 1, 0, 0]),
+             ("unshare", [0x10000000]), ("setns", [0, 0]), ("perf_event_open", [0, 0, -1, -1, 0])]
+    every_one_denied = f"def f(x: List[int]):\n    return x == [1] * {len(calls)}"  # 1: EPERM
+    (verdict,) = contained(solo, program(every_one_denied, _syscall_program(calls)))
+    assert verdict.status == "pass", verdict
+
+
+def test_an_abstract_socket_dies_with_its_program(namespaced):
+    """Abstract unix sockets are shared by a network namespace: the next program finds nothing."""
+    name = f"\0codeplay-{uuid.uuid4().hex}"
+    listen = f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    s.bind({name!r})\n    s.listen()\n    return 1"
+    connect = (f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect({name!r})\n"
+               "    except OSError as error:\n        return type(error).__name__\n    return 'connected'")
+    verdicts = namespaced.verify([program("def f(x: int):\n    return x == 1", listen),
+                                  program("def f(x: str):\n    return x == 'ConnectionRefusedError'", connect)])
+    assert [v.status for v in verdicts] == ["pass", "pass"], verdicts
+
+
+def test_the_root_holds_what_the_docs_say(namespaced):
+    """No /dev/shm, four devices, and every site-packages directory empty: not even the base
+    interpreter's packages can be imported by adding them to the path."""
+    base_site = sysconfig.get_path("purelib", vars={"base": sys.base_prefix})
+    g = textwrap.dedent(f"""
+        import os, sys
+        def g():
+            sys.path.append({base_site!r})
+            try:
+                import pip
+                importable = True
+            except ImportError:
+                importable = False
+            return [sorted(os.listdir("/dev")), os.path.exists("/dev/shm"),
+                    os.path.isdir({base_site!r}) and os.listdir({base_site!r}), importable, os.listdir("/etc")]
+        """)
+    (verdict,) = contained(namespaced, program("def f(x):\n    return False", g))
+    assert json.loads(verdict.answer.replace("'", '"').replace("False", "false").replace("True", "true")) == [
+        ["null", "random", "urandom", "zero"], False, [], False, []], verdict
+
+
+# ---------------------------------------------------------------- 4. costs charged to the program that caused them
+
+
+OUT_OF_MEMORY_F = textwrap.dedent("""
+    import os, time
+    def f(x: int):
+        children = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                block = bytearray(200 << 20)  # together past the program's cgroup, each under its rlimit
+                time.sleep(1)
+                os._exit(0)
+            children.append(pid)
+        for pid in children:
+            os.waitpid(pid, 0)
+        return x == 1
+    """)
+
+
+def test_an_oom_kill_is_charged_to_the_program_that_caused_it(namespaced):
+    verdicts = namespaced.verify([Program(OUT_OF_MEMORY_F, "def g():\n    return 1"), *ORDINARY_PROGRAMS])
+    assert verdicts[0].status == "memory" and "f's processes ran out" in verdicts[0].detail, verdicts[0]
+    check_ordinary(verdicts[1:])
+
+
+def test_files_a_program_left_cost_the_next_program_nothing(solo):
+    """80,000 directories and a chain 6,000 deep: the next program starts at once, its clock unaffected."""
+    litter = textwrap.dedent("""
+        import os
+        def g():
+            for index in range(80000):
+                os.mkdir(f"d{index}")
+            for _ in range(6000):
+                os.mkdir("a")
+                os.chdir("a")
+            return 0
+        """)
+    started = time.monotonic()
+    verdicts = solo.verify([wrong(litter), *ORDINARY_PROGRAMS])
+    assert verdicts[0].status == "fail", verdicts[0]
+    check_ordinary(verdicts[1:])
+    assert max(v.seconds for v in verdicts[1:]) < 0.5, [v.seconds for v in verdicts]
+    assert time.monotonic() - started - verdicts[0].seconds < 5
+
+
+def test_a_large_program_runs_right_after_another(namespaced):
+    """The memory one program used is all returned before the next runs: two programs of 400 MiB
+    each on a 512 MiB sandbox both pass."""
+    big = "def g():\n    block = bytearray(400 << 20)\n    return len(block) >> 20"
+    verdicts = namespaced.verify([program("def f(x: int):\n    return x == 400", big)] * 2)
+    assert [v.status for v in verdicts] == ["pass", "pass"], verdicts
+
+
+def test_the_answer_cap_is_the_documented_one(solo):
+    fits = f"def g():\n    return 'x' * {ANSWER_CHARS - 2}"  # JSON adds the two quotes
+    too_big = f"def g():\n    return 'x' * {ANSWER_CHARS - 1}"
+    verdicts = solo.verify([program(f"def f(x: str):\n    return len(x) == {ANSWER_CHARS - 2}", fits),
+                            program("def f(x: str):\n    return True", too_big)])
+    assert verdicts[0].status == "pass", verdicts[0]
+    assert verdicts[1].status == "error" and f"at most {ANSWER_CHARS}" in verdicts[1].detail, verdicts[1]
+
+
+# ---------------------------------------------------------------- 6. isolation never degrades silently
+
+
+def _cgroups_of(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/cgroup") as lines:
+        return {line.rstrip("\n").rsplit("/", 1)[-1] for line in lines if "codeplay-" in line}
+
+
+def test_every_sandbox_gets_a_cgroup_of_its_own(namespaced):
+    """Names are random, not pid numbers, which repeat across pid namespaces."""
+    probe = "import os\ndef g():\n    return os.getpid()"
+    with Sandbox(workers=1) as other:
+        other.verify([program("def f(x: int):\n    return True", probe)])
+        names = [set().union(*(_cgroups_of(child) for child in _descendants(launcher.launcher.pid)))
+                 for launcher in (namespaced._wardens[0], other._wardens[0])]
+    assert all(len(name) == 1 and len(next(iter(name))) == len("codeplay-") + 16 for name in names), names
+    assert names[0] != names[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    found, stack = [], [pid]
+    while stack:
+        parent = stack.pop()
+        for task in os.listdir(f"/proc/{parent}/task"):
+            with open(f"/proc/{parent}/task/{task}/children") as children:
+                stack += [int(child) for child in children.read().split()]
+        found.append(parent)
+    return found
+
+
+LEVELLED_WARDEN = """
+import json, os, sys
+sys.path.insert(0, {execution!r})
+from warden import pack, read_frame, write_all
+settings = json.loads(sys.argv[1])
+requests, replies = settings["request_fd"], settings["reply_fd"]
+write_all(replies, pack("pid", str(os.getpid())))
+try:
+    os.close(os.open({flag!r}, os.O_CREAT | os.O_EXCL))
+    first = True
+except FileExistsError:
+    first = False
+write_all(replies, pack("ready", "full" if first else "partial", "full, a fake" if first else "less, a fake"))
+while (request := read_frame(requests, 1 << 31)) is not None:
+    write_all(replies, pack("verdict", request[1], "fail", "0.1", "", "", "", ""))
+"""
+
+
+@pytest.mark.parametrize("required", [False, True], ids=["warned", "refused"])
+def test_a_warden_that_isolates_less_is_warned_of_or_refused(monkeypatch, tmp_path, required):
+    script = tmp_path / "warden.py"
+    script.write_text(LEVELLED_WARDEN.format(execution=str(sandbox_module.WARDEN_SCRIPT.parent),
+                                             flag=str(tmp_path / "started")))
+    monkeypatch.setattr(sandbox_module, "WARDEN_SCRIPT", script)
+    with Sandbox(workers=2, require_isolation=required) as box, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if required:
+            with pytest.raises(RuntimeError, match="isolation is required but a warden offers only: less, a fake"):
+                box.isolation  # waits for every warden, as `verify` does before it hands one a program
+        else:
+            assert box.isolation == "full, a fake"
+            assert [v.status for v in box.verify(ORDINARY_PROGRAMS[:4])] == ["fail"] * 4
+            assert [str(w.message) for w in caught] == ["sandbox isolation is degraded: less, a fake"]
+
+
+# ---------------------------------------------------------------- 7. bounded everywhere
+
+
+@pytest.mark.parametrize("annotation, status", [
+    ("+".join(["1"] * 500), "error"),  # parsed, then refused as a type
+    ("+".join(["1"] * 100_000), "syntax"),  # past the parser
+    ("List[" * 1000 + "int" + "]" * 1000, "syntax"),
+], ids=["plus_500", "plus_100000", "list_1000_deep"])
+def test_annotations_past_any_stack_are_verdicts(solo, annotation, status):
+    (verdict,) = contained(solo, Program(f"def f(x: {annotation}):\n    return True", "def g():\n    return 1"))
+    assert verdict.status == status, verdict
+
+
+def _peak_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
+@pytest.mark.parametrize("frame", [
+    "struct.pack('>I', 0xFFFFFFF0) + b'x' * (64 << 20)",  # announces 4 GB, streams 64 MB
+    "pack('answer', 'x' * (64 << 20), '', '')",  # a well-formed frame far past the cap
+], ids=["announced", "sent"])
+def test_a_forged_runner_frame_is_refused_before_it_is_read(solo, frame):
+    g = f"import os, struct\nfrom __main__ import pack\ndef g():\n    os.write(4, {frame})\n    return 1"
+    (verdict,) = contained(solo, wrong(g))
+    assert verdict.status == "error" and "malformed frame" in verdict.detail, verdict
+    warden = solo._wardens[0].pid
+    if solo.isolation.startswith("namespaces"):  # the warden's pid, as the host sees it
+        warden = _descendants(solo._wardens[0].launcher.pid)[1]
+    assert _peak_kib(warden) < 200 << 10
+
+
+SUPERVISED = """
+import sys
+from codeplay_lightning.execution import Program, Sandbox
+with Sandbox(workers=1, timeout=60.0) as box:
+    print(box.isolation, flush=True)
+    box.verify([Program("def f(x):\\n    return True", sys.argv[1])])
+"""
+
+
+def test_the_warden_exits_within_a_second_of_its_supervisor(tmp_path):
+    """Mid-program, with 80,000 files to delete: the warden and every program process are gone
+    within a second of the supervisor's SIGKILL."""
+    g = ("import os, time\ndef g():\n    for index in range(80000):\n        os.mkdir(f'd{index}')\n"
+         "    open('ready', 'w').close()\n    time.sleep(60)")
+    script = tmp_path / "supervisor.py"
+    script.write_text(SUPERVISED)
+    supervisor = subprocess.Popen([sys.executable, str(script), g], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+    supervisor.stdout.readline()
+    time.sleep(3)  # the program is making its directories
+    tree = _descendants(supervisor.pid)[1:]
+    assert tree
+    supervisor.send_signal(signal.SIGKILL)
+    supervisor.wait()
+    killed = time.monotonic()
+    launchers = [pid for pid in tree if _ppid(pid) == 1 or _ppid(pid) == supervisor.pid]
+    while (alive := [pid for pid in tree if pid not in launchers and _alive(pid)]) and time.monotonic() < killed + 1.0:
+        time.sleep(0.01)
+    assert alive == [], f"still alive {time.monotonic() - killed:.2f} s after the supervisor's death"
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def test_seccomp_filter_program_is_well_formed():
+    """Every jump lands inside the program and it ends by returning; the numbers are distinct."""
+    from codeplay_lightning.execution.warden import RETURN, seccomp_filter
+
+    for program_bytes in (seccomp_filter(), seccomp_filter(only_signal=1234)):
+        if program_bytes is None:
+            pytest.skip("no filter on this architecture")
+        instructions = [program_bytes[i:i + 8] for i in range(0, len(program_bytes), 8)]
+        decoded = [(int.from_bytes(ins[:2], "little"), ins[2], ins[3]) for ins in instructions]
+        assert decoded[-1][0] == RETURN
+        for index, (code, true, false) in enumerate(decoded):
+            if code & 0x07 == 0x05:  # a jump
+                assert index + 1 + max(true, false) < len(decoded)
+    for column in (0, 1):
+        numbers = [numbers[column] for numbers in SYSCALLS.values()]
+        assert len(set(numbers)) == len(numbers)
+    assert ctypes.sizeof(ctypes.c_void_p) == 8
