@@ -278,14 +278,15 @@ class Sandbox:
         if kind == "fatal" and len(frame) == 2 and not warden.ready:
             self._discard(warden)
             raise RuntimeError(f"a sandbox warden failed to start:\n{frame[1]}")
-        if kind == "verdict" and len(frame) == 8 and warden.task is not None and run is not None:
+        calls = warden.task is not None and run is not None and isinstance(run.tasks[warden.task], Call)
+        if kind == "verdict" and len(frame) == 8 and warden.task is not None and run is not None and not calls:
             _, sequence, status, seconds_text, detail, output, answer, returned = frame
             seconds = _seconds(seconds_text)
             if sequence == str(warden.sequence) and status in STATUSES[:-1] and seconds is not None:
                 index, warden.task = warden.task, None
                 run.finish(index, Verdict(status, detail, seconds, output, answer, returned))
                 return True
-        if kind == "returned" and len(frame) == 7 and warden.task is not None and run is not None:
+        if kind == "returned" and len(frame) == 7 and calls:
             _, sequence, status, seconds_text, detail, output, value_text = frame
             seconds, value = _seconds(seconds_text), _value(value_text) if status == "returned" else None
             if sequence == str(warden.sequence) and status in STATUSES and seconds is not None and value is not _BAD:

@@ -50,7 +50,7 @@ SIZE = struct.Struct(">I")
 
 NOBODY = 65534  # runners' uid
 JUDGE_UID = 65533  # judges' and callers' uid: no runner can signal the judge of its own program
-ANSWER_CHARS = 1 << 22  # an answer (or a call's value) travels as ASCII JSON text of at most this many characters
+ANSWER_CHARS = 1 << 23  # an answer (or a call's value) travels as ASCII JSON text of at most this many characters
 ANSWER_DEPTH = 100  # and nests at most this deep
 DETAIL_CHARS = 8192  # of a verdict's detail, and of the reprs of an answer and of what f returned
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
@@ -668,32 +668,51 @@ def _tasks_of(uid: int) -> int:
     return count
 
 
-def remove_tree(top: str, deadline: float) -> bool:
-    """Delete `top` and everything under it without recursion (a program may leave a tree deeper
-    than any stack); False when `deadline` came first: call again to go on. Directories are made
-    writable first: without root, programs have the warden's uid and may have locked them."""
-    stack = [top]
-    while stack:
-        if time.monotonic() > deadline:
-            return False
-        path = stack[-1]
+class Removal:
+    """Deleting a tree a slice at a time (`step` goes on where the last one stopped), holding one
+    directory open and walking by names relative to it: a program may leave a tree deeper than any
+    stack or path. Directories are made writable first: without root, programs have the warden's
+    uid and may have locked them."""
+
+    DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+    def __init__(self, top: str):
+        self.top, self.fd, self.names = top, None, []  # the open directory, and its names below top
+
+    def step(self, deadline: float) -> bool:
+        """Delete until `deadline`; True once everything is gone (or could not be)."""
         try:
-            os.chmod(path, 0o700)
-            subdirectories = []
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        subdirectories.append(entry.path)
-                    else:
-                        os.unlink(entry.path)
-            if subdirectories:
-                stack += subdirectories
-                continue
-            os.rmdir(path)
+            if self.fd is None:
+                os.chmod(self.top, 0o700)
+                self.fd = os.open(self.top, self.DIRECTORY)
+            while time.monotonic() < deadline:
+                child = None
+                with os.scandir(self.fd) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            child = entry.name
+                        else:
+                            os.unlink(entry.name, dir_fd=self.fd)
+                if child is not None:  # down into one directory that is left
+                    os.chmod(child, 0o700, dir_fd=self.fd)
+                    self._move_to(os.open(child, self.DIRECTORY, dir_fd=self.fd))
+                    self.names.append(child)
+                elif self.names:  # empty: up, and remove it
+                    self._move_to(os.open("..", self.DIRECTORY, dir_fd=self.fd))
+                    os.rmdir(self.names.pop(), dir_fd=self.fd)
+                else:
+                    self._move_to(None)
+                    os.rmdir(self.top)
+                    return True
+            return False
         except OSError:  # gone already, or not ours to delete: the launcher tries once more at the end
-            pass
-        stack.pop()
-    return True
+            self._move_to(None)
+            return True
+
+    def _move_to(self, fd: int | None) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = fd
 
 
 # ---------------------------------------------------------------- seccomp
@@ -789,6 +808,15 @@ class Zygote:
         filter_program = seccomp_filter()
         if filter_program is not None:
             install_seccomp(filter_program)
+        # what every program process starts with, set once here rather than in each
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        sys.setrecursionlimit(self.recursion_limit)
+        sys.set_int_max_str_digits(0)  # P3 predates the limit; huge conversions meet the timeout instead
+        gc.collect()
+        _libc.malloc_trim(0)  # fewer pages to copy at every fork
         gc.freeze()  # program processes' collections leave these objects (and their pages) alone
         main = None
         while command := commands.recv(16):
@@ -821,6 +849,13 @@ class Zygote:
         """Kill every child until none is left: the main one, and the orphans of its descendants
         (this is their subreaper). b"<main's wait status> <1 if all are gone, else 0>"."""
         status, deadline = -1, time.monotonic() + KILL_SECONDS
+        if main is not None:  # the usual case: the main one alone, reaped without a look at /proc
+            try:
+                os.kill(main, signal.SIGKILL)
+                status = os.waitpid(main, WALL)[1]
+                os.waitpid(-1, os.WNOHANG | WALL)  # raises when no child at all is left
+            except ChildProcessError:
+                return f"{status} 1".encode()
         while children := _children():
             for pid in children:
                 try:
@@ -840,15 +875,13 @@ class Zygote:
 
     def _isolate(self, keep: list[int], uid: int) -> None:
         """In a forked child: its own process group, `keep` as fds 3, 4, ..., limits, the uid, a
-        fresh working directory and captured output."""
+        fresh working directory and captured output (the rest it inherits from the zygote)."""
         os.setpgid(0, 0)  # a signal to "my process group" reaches only this program
         if self.cgroup_fds:  # the cgroup's OOM killer picks a program process before the zygote
-            with open("/proc/self/oom_score_adj", "w") as score:
-                score.write("1000")
+            score = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(score, b"1000")
+            os.close(score)
         os.chdir(self.workspace)
-        null = os.open("/dev/null", os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
         moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in keep]
         for number, fd in enumerate(moved, start=3):
             os.dup2(fd, number)
@@ -864,9 +897,7 @@ class Zygote:
             os.setuid(uid)
         else:  # the warden's uid: it must not be able to signal the supervisor, the warden or the zygote
             install_seccomp(seccomp_filter(only_signal=os.getpid()))
-        sys.setrecursionlimit(self.recursion_limit)
-        sys.set_int_max_str_digits(0)  # P3 predates the limit; huge conversions meet the timeout instead
-        random.seed(0)
+        random.seed(0)  # after the fork: `random` reseeds itself from the system in every forked child
         self.output = sys.stdout = sys.stderr = CappedOutput(self.output_chars)
 
     def _runner_main(self) -> None:
@@ -910,7 +941,7 @@ class Warden:
         # where program processes work: /tmp (a fresh tmpfs each), or without namespaces a
         # directory of the host's, replaced when a program left something in it
         self.workspace = "/tmp" if namespaced else os.path.join(workspace, "work")
-        self.trash: list[str] = []  # without namespaces: directories programs left, to delete between requests
+        self.trash: list[Removal] = []  # without namespaces: directories programs left, deleted between requests
         self.trashed = 0
         self.compiled: tuple | None = None  # (key, what compiling it gave): f repeats across attempts
         self.seccomp = seccomp_filter() is not None
@@ -1055,6 +1086,8 @@ class Warden:
             problem = "memory", f"{name}'s processes ran out of the program's {self.memory_bytes >> 20} MiB"
         elif reply is not None and len(reply) == fields and reply[0] in STATUSES[role]:
             return tuple(reply)
+        elif problem is None and reply is not None:
+            problem = "error", f"{name}'s process broke the protocol (a reply of {len(reply)} fields)"
         elif problem is None:
             problem = "error", f"{name}'s process ended without {'an answer' if role == b'runner' else 'a reply'}: {how}"
         return problem + ("",) * (fields - 2)
@@ -1096,14 +1129,14 @@ class Warden:
             _mount_tmp("/tmp")
         else:
             self.trashed += 1
-            self.trash.append(f"{self.workspace}-{self.trashed}")
-            os.rename(self.workspace, self.trash[-1])
+            os.rename(self.workspace, f"{self.workspace}-{self.trashed}")
+            self.trash.append(Removal(f"{self.workspace}-{self.trashed}"))
             os.mkdir(self.workspace, 0o700)
 
     def _take_out_trash(self) -> None:
         """Without namespaces: delete what programs left, a slice at a time, while no request waits."""
         while self.trash and not select.select([self.request_fd], [], [], 0)[0]:
-            if remove_tree(self.trash[-1], time.monotonic() + TRASH_SLICE):
+            if self.trash[-1].step(time.monotonic() + TRASH_SLICE):
                 self.trash.pop()
 
     def shutdown(self) -> None:
@@ -1140,7 +1173,7 @@ def main() -> None:
         if cgroup:
             cgroup.remove()
         if workspace:
-            remove_tree(workspace, time.monotonic() + 30.0)
+            Removal(workspace).step(time.monotonic() + 30.0)
         os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
     try:
         warden = Warden(settings, namespaced, cgroup, workspace)

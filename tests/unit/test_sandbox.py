@@ -1533,6 +1533,7 @@ HOSTILE_REPLIES = {
     "fatal_after_ready": 'pack("fatal", "boom")',
     "too_many_fields": 'pack("verdict", sequence, "pass", "0.1", "", "", "", "", "extra")',
     "field_sizes_lie": "struct.pack('>I', 10) + struct.pack('>H', 3) + b'\\xff' * 8",
+    "a_value_for_a_program": 'pack("returned", sequence, "returned", "0.1", "", "", "true")',
 }
 
 

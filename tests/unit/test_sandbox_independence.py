@@ -25,7 +25,7 @@ import pytest
 from sandbox_support import REPO, ORDINARY_PROGRAMS, check_ordinary, contained, program, wrong
 
 import codeplay_lightning.execution.sandbox as sandbox_module
-from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.execution import Call, Program, Sandbox
 from codeplay_lightning.execution.warden import ANSWER_CHARS, SYSCALLS
 
 
@@ -288,7 +288,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 LEVELLED_WARDEN = """
-import json, os, sys
+import json, os, sys, time
 sys.path.insert(0, {execution!r})
 from warden import pack, read_frame, write_all
 settings = json.loads(sys.argv[1])
@@ -299,6 +299,7 @@ try:
     first = True
 except FileExistsError:
     first = False
+    time.sleep(0.5)  # ready after the first: the first is the level every other is held to
 write_all(replies, pack("ready", "full" if first else "partial", "full, a fake" if first else "less, a fake"))
 while (request := read_frame(requests, 1 << 31)) is not None:
     write_all(replies, pack("verdict", request[1], "fail", "0.1", "", "", "", ""))
@@ -323,6 +324,53 @@ def test_a_warden_that_isolates_less_is_warned_of_or_refused(monkeypatch, tmp_pa
 
 
 # ---------------------------------------------------------------- 7. bounded everywhere
+
+
+OVERSIZED_VALUE_WARDEN = """
+import json, os, sys
+sys.path.insert(0, {execution!r})
+from warden import ANSWER_CHARS, pack, read_frame, write_all
+settings = json.loads(sys.argv[1])
+requests, replies = settings["request_fd"], settings["reply_fd"]
+write_all(replies, pack("pid", str(os.getpid())))
+write_all(replies, pack("ready", "full", "a fake"))
+while (request := read_frame(requests, 1 << 31)) is not None:  # a value of [] lists, one past the cap
+    write_all(replies, pack("returned", request[1], "returned", "0.1", "", "", "[" + "[]," * (ANSWER_CHARS // 3) + "[]]"))
+"""
+
+
+def test_a_value_past_the_cap_is_refused_before_it_is_decoded(monkeypatch, tmp_path):
+    script = tmp_path / "warden.py"
+    script.write_text(OVERSIZED_VALUE_WARDEN.format(execution=str(sandbox_module.WARDEN_SCRIPT.parent)))
+    monkeypatch.setattr(sandbox_module, "WARDEN_SCRIPT", script)
+    with Sandbox(workers=1) as box:
+        (verdict,) = box.apply([Call("def f(x):\n    return x", "f", 1)])
+    assert verdict.status == "error" and "sandbox lost this program" in verdict.detail, verdict
+
+
+def test_removing_a_tree_deeper_than_any_stack_goes_on_where_it_stopped(tmp_path):
+    """Without root, what programs leave is deleted between requests, a slice at a time: a chain
+    6,000 deep, locked at every level, then 20,000 entries."""
+    from codeplay_lightning.execution.warden import Removal
+
+    top = tmp_path / "left"
+    os.mkdir(top)
+    descriptor = os.open(top, os.O_RDONLY)
+    for _ in range(6000):  # deeper than any path: made one level at a time from the level above
+        os.mkdir("a", dir_fd=descriptor)
+        deeper = os.open("a", os.O_RDONLY, dir_fd=descriptor)
+        os.chmod(descriptor, 0o500)
+        os.close(descriptor)
+        descriptor = deeper
+    os.close(descriptor)
+    for index in range(20000):
+        (top / f"f{index}").touch()
+    removal, slices = Removal(str(top)), 1
+    while not removal.step(time.monotonic() + 0.01):
+        slices += 1
+    assert not top.exists() and slices > 1
+
+
 
 
 @pytest.mark.parametrize("annotation, status", [
@@ -356,7 +404,7 @@ def test_a_forged_runner_frame_is_refused_before_it_is_read(solo, frame):
 
 SUPERVISED = """
 import sys
-from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.execution import Call, Program, Sandbox
 with Sandbox(workers=1, timeout=60.0) as box:
     print(box.isolation, flush=True)
     box.verify([Program("def f(x):\\n    return True", sys.argv[1])])
@@ -375,6 +423,7 @@ def test_the_warden_exits_within_a_second_of_its_supervisor(tmp_path):
     supervisor.stdout.readline()
     time.sleep(3)  # the program is making its directories
     tree = _descendants(supervisor.pid)[1:]
+    cgroups = {directory for pid in tree for directory in _cgroup_directories(pid)}
     assert tree
     supervisor.send_signal(signal.SIGKILL)
     supervisor.wait()
@@ -383,6 +432,17 @@ def test_the_warden_exits_within_a_second_of_its_supervisor(tmp_path):
     while (alive := [pid for pid in tree if pid not in launchers and _alive(pid)]) and time.monotonic() < killed + 1.0:
         time.sleep(0.01)
     assert alive == [], f"still alive {time.monotonic() - killed:.2f} s after the supervisor's death"
+    while (left := [directory for directory in cgroups if os.path.exists(directory)]) and time.monotonic() < killed + 5:
+        time.sleep(0.05)
+    assert left == []  # the launchers removed them
+
+
+def _cgroup_directories(pid: int) -> list[str]:
+    """The host paths of the sandbox's cgroups that `pid` is in."""
+    with open(f"/proc/{pid}/cgroup") as lines:
+        entries = [line.rstrip("\n").split(":", 2) for line in lines if "codeplay-" in line]
+    return [f"/sys/fs/cgroup/{controllers.split(',')[0]}{path}" if controllers else f"/sys/fs/cgroup{path}"
+            for _, controllers, path in entries]
 
 
 def _ppid(pid: int) -> int:
