@@ -530,24 +530,31 @@ def build_root(stdlib: str, module_dirs: list[str]) -> str:
     (`module_dirs`, the packages offered to programs, are mounted back at their own paths): no
     home directories, no /run or /var (no unix sockets to reach), an empty /etc, a /dev with null,
     zero, random and urandom, /proc of this pid namespace and a small /tmp."""
+    system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", stdlib]
+    links = {path: os.readlink(path) for path in system if os.path.islink(path)}
+    # held open before the host's /tmp is hidden: the interpreter or a package may live under it
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY)
+            for path in [*system, *module_dirs] if path not in links and os.path.isdir(path)}
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")  # host /tmp hidden too
     root = "/tmp/root"
     os.mkdir(root)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    for path in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", stdlib]:
+    for path in system:
         inside = root + path
-        if os.path.islink(path):
-            os.symlink(os.readlink(path), inside)
-        elif os.path.isdir(path) and not os.path.exists(inside):
+        if path in links:
+            os.symlink(links[path], inside)
+        elif path in held and not os.path.exists(inside):
             os.makedirs(inside, 0o755)
-            _bind_read_only(path, inside)
+            _bind_read_only(f"/proc/self/fd/{held[path]}", inside)
     masks = [path for path in _package_dirs(root) if os.path.isdir(path)]
     for mask in masks:
         _mount("tmpfs", mask, "tmpfs", MS_NOSUID | MS_NODEV, "size=16k,mode=755")
     for path in module_dirs:
         os.makedirs(root + path, 0o755, exist_ok=True)
-        _bind_read_only(path, root + path)
+        _bind_read_only(f"/proc/self/fd/{held[path]}", root + path)
+    for fd in held.values():
+        os.close(fd)
     for mask in masks:
         _mount(None, mask, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     for path in ("/tmp", "/etc", "/proc", "/dev"):
