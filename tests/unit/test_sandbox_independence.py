@@ -9,7 +9,6 @@ stay exactly right.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -477,4 +476,3 @@ def test_seccomp_filter_program_is_well_formed():
     for column in (0, 1):
         numbers = [numbers[column] for numbers in SYSCALLS.values()]
         assert len(set(numbers)) == len(numbers)
-    assert ctypes.sizeof(ctypes.c_void_p) == 8
