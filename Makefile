@@ -9,7 +9,7 @@ OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
-.PHONY: help install install-server train tensorboard test test-full bench compare sweep warmstart clean
+.PHONY: help install install-server train tensorboard test test-integration test-full lint bench compare sweep warmstart clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -45,13 +45,20 @@ warmstart: $(BIN)/codeplay ## rebuild the shipped smollm2-135m-sft adapter: our 
 tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets overlay)
 	$(BIN)/tensorboard --logdir runs
 
-test: $(BIN)/codeplay ## the fast suite (installs first if needed): minutes, no C++ build, no real-model tests
-	$(BIN)/pytest -q -m "not slow"
+test: $(BIN)/codeplay ## the fast suite (installs first if needed): unit tests, under 5 minutes, no real-model tests
+	$(BIN)/pytest -q -m "not slow" tests/unit
+
+test-integration: $(BIN)/codeplay ## the training loop end to end at a tiny scale: train(), resume, DDP, SFT (minutes)
+	$(BIN)/pytest -q -m "not slow" tests/integration
+
+lint: $(BIN)/codeplay ## ruff: lint and format check (pyproject.toml [tool.ruff])
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-full: $(BIN)/codeplay $(VENV)/.server ## everything: the real embedded model and the llama.cpp server too
 	$(BIN)/pytest -q --durations=15
 
-bench: $(BIN)/codeplay ## side-by-side benchmarks, written to bench/bench.json
+bench: $(BIN)/codeplay ## side-by-side benchmarks (benchmarks/, from a clone with its history), written to bench/bench.json
 	$(BIN)/codeplay bench --out bench/bench.json
 
 compare: $(BIN)/codeplay ## the paper's figure 2 and appendix C from runs: RUNS="runs/*/version_0" OUT=docs/results

@@ -207,7 +207,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from codeplay_lightning.execution import Program, Sandbox, Verdict
-    from codeplay_lightning.puzzle_files import read_puzzle_file
+    from codeplay_lightning.puzzles.files import read_puzzle_file
 
     entries = read_puzzle_file(args.file)
     pairs = [e for e in entries if e.g is not None or e.problem]
@@ -326,8 +326,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_solver(args: argparse.Namespace, solver, progress) -> tuple[dict, list[dict]]:
-    from codeplay_lightning.evaluation import solver_summary
-    from codeplay_lightning.puzzle_files import read_puzzle_file, split_and_groups
+    from codeplay_lightning.solver.evaluation import solver_summary
+    from codeplay_lightning.puzzles.files import read_puzzle_file, split_and_groups
 
     entries = read_puzzle_file(args.puzzles)
     for entry in entries:
@@ -357,7 +357,7 @@ def _evaluate_setter(args: argparse.Namespace, llm, solver, examples, progress) 
 
     from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
     from codeplay_lightning.corpus import reference_puzzles
-    from codeplay_lightning.evaluation import setter_summary
+    from codeplay_lightning.setter.evaluation import setter_summary
     from codeplay_lightning.llm import HFLLM
     from codeplay_lightning.models import token_consistent_prompt
     from codeplay_lightning.puzzles import SETTER_STOP, check_puzzle, setter_prompt
@@ -392,7 +392,7 @@ def run_synthesize(args: argparse.Namespace) -> int:
     from codeplay_lightning.execution import Sandbox
     from codeplay_lightning.llm import load_llm
     from codeplay_lightning.models import SamplingConfig
-    from codeplay_lightning.synthesize import SynthesisConfig, load_tasks, synthesize
+    from codeplay_lightning.search.synthesis import SynthesisConfig, load_tasks, synthesize
 
     config = SynthesisConfig(args.method, args.budget, args.seed)
     if args.limit is not None and args.limit < 1:
@@ -420,7 +420,7 @@ def run_synthesize(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from codeplay_lightning.compare import compare
+    from codeplay_lightning.experiments.compare import compare
 
     _print_comparison(compare([Path(run) for run in args.runs], Path(args.out), seed=args.seed))
     return 0
@@ -429,7 +429,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def run_sweep(args: argparse.Namespace) -> int:
     import logging
 
-    from codeplay_lightning.sweep import PRESETS, sweep
+    from codeplay_lightning.experiments.sweep import PRESETS, sweep
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     presets = [preset.strip() for preset in args.presets.split(",") if preset.strip()] if args.presets else PRESETS
@@ -448,7 +448,7 @@ def _print_comparison(result: dict) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from codeplay_lightning.bench import run_benchmarks
+    from benchmarks import run_benchmarks
 
     run_benchmarks(Path(args.out), pairs=args.pairs, with_model=not args.skip_model)
     return 0

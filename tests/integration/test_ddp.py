@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from codeplay_lightning.sweep import completed_iterations
+from codeplay_lightning.experiments.sweep import completed_iterations
 
 SCRIPT = Path(__file__).with_name("ddp_script.py")
 TIMEOUT = 300  # seconds per run; one takes about 20 s (the script itself gives up on a hang after 240 s)

@@ -28,7 +28,7 @@ from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.setter import SetterPPOModule, rollout_callback
 from codeplay_lightning.setter.rollout import Episode, rank_share
-from codeplay_lightning.sweep import completed_iterations
+from codeplay_lightning.experiments.sweep import completed_iterations
 from codeplay_lightning.train import train
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -86,7 +86,7 @@ def test_every_config_file_loads_and_validates(path):
     ("solver.strategy=beam", r"expected one of \['few-shot', 'gif-mcts', 'worldcoder'\]"),
     ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
     ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
-    ("sandbox.workers=0", "sandbox.workers must be from 1 to 256"),
+    ("sandbox.workers=0", "sandbox.workers must be a whole number from 1 to 256"),
     ("model.name='not a model!'", "is neither smollm2-135m, smollm2-135m-sft, a local directory nor a hub id"),
 ])
 def test_bad_overrides_are_one_line_errors(override, message):

@@ -1,8 +1,8 @@
 """`codeplay bench`'s sandbox benchmark on a few programs: the sandbox, the naive harness and the
 in-process ceiling must reach identical verdicts (the model benchmarks need the real model)."""
 
-from codeplay_lightning.bench import run_benchmarks
-from codeplay_lightning.bench.sandbox import bench_sandbox, benchmark_programs
+from benchmarks import run_benchmarks
+from benchmarks.sandbox import bench_sandbox, benchmark_programs
 
 
 def test_the_sandbox_benchmark_agrees_with_the_naive_harness_and_in_process_judging():

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.puzzle_files import read_puzzle_file
+from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.puzzles import load_p3
 
 FIXTURE_P3 = Path(__file__).parents[1] / "fixtures" / "p3_small" / "puzzles.json"

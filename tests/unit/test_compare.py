@@ -11,7 +11,7 @@ import pytest
 from matplotlib.image import imread
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.compare import LAST, SAMPLES, WINDOW, compare, read_run, sample_last, trailing_mean
+from codeplay_lightning.experiments.compare import LAST, SAMPLES, WINDOW, compare, read_run, sample_last, trailing_mean
 
 
 def puzzle(index: int, r_d: float = 0.0, r_n: float = 0.5, text: str | None = None, valid: bool = True,

@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from codeplay_lightning.evaluation import pass_at_k, setter_summary, solver_summary
+from codeplay_lightning.setter.evaluation import setter_summary
+from codeplay_lightning.solver.evaluation import pass_at_k, solver_summary
 from codeplay_lightning.execution import Program, Verdict
 from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.solver.few_shot import PuzzleResult

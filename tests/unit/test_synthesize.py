@@ -17,10 +17,10 @@ from support import ScriptedLLM
 from codeplay_lightning.cli import main
 from codeplay_lightning.llm import load_llm
 from codeplay_lightning.models import SamplingConfig
-from codeplay_lightning.puzzle_files import read_puzzle_file
+from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.puzzles import bundled_puzzles
 from codeplay_lightning.search import METHODS, P3Task
-from codeplay_lightning.synthesize import SynthesisConfig, load_tasks, safe_name, synthesize
+from codeplay_lightning.search.synthesis import SynthesisConfig, load_tasks, safe_name, synthesize
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 APPS = FIXTURES / "apps"

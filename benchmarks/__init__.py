@@ -31,7 +31,7 @@ import multiprocessing
 import platform
 from pathlib import Path
 
-from codeplay_lightning.bench.sandbox import bench_sandbox
+from benchmarks.sandbox import bench_sandbox
 
 
 def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
@@ -49,9 +49,9 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
             ("identical verdicts", str(sandbox["identical_verdicts"]), "required")]
     print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
     # Imported only now: torch and its threads in this process would slow the naive harness's forks
-    from codeplay_lightning.bench.archive import bench_knn
-    from codeplay_lightning.bench.loop import bench_loop
-    from codeplay_lightning.bench.models import bench_sampling, bench_setter_sampler, bench_solver_backends
+    from benchmarks.archive import bench_knn
+    from benchmarks.loop import bench_loop
+    from benchmarks.models import bench_sampling, bench_setter_sampler, bench_solver_backends
 
     results["knn"] = knn = bench_knn()
     rows += [("5-NN queries/s, hnswlib at 100k", f"{knn['hnsw_queries_per_s']}", ""),
@@ -104,7 +104,7 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                              f"{backends[f'{name}_over_hf_batch1']:.1f}x HFLLM batch 1"))
         print("Code World Models: a model's step vs the true environment's vs one LLM call (paper table 7) ...",
               flush=True)
-        from codeplay_lightning.bench.cwm import bench_cwm
+        from benchmarks.cwm import bench_cwm
 
         results["cwm"] = cwm = bench_cwm()
         rows += [("CWM step, CartPole example, in process", f"{cwm['cwm_step_us']:.1f} us", ""),

@@ -1,4 +1,4 @@
-"""Search puzzle families."""
+"""Search puzzle families over graphs, grids and boards: mazes, paths, queens, independent sets, ladders."""
 
 from __future__ import annotations
 

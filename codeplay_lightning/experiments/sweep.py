@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from codeplay_lightning.compare import compare
+from codeplay_lightning.experiments.compare import compare
 from codeplay_lightning.config import load_config
 
 PRESETS = ["none", "difficulty", "novelty", "balanced", "novelty_biased", "product"]  # the paper's figure 2
