@@ -12,7 +12,7 @@ RESUME ?=
 .PHONY: help install install-server train tensorboard test test-integration test-full lint bench compare sweep warmstart clean
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 $(BIN)/codeplay: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

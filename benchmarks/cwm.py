@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-EXAMPLE = Path(__file__).parents[1] / "cwm" / "examples" / "cartpole.py"
+EXAMPLE = Path(__file__).parents[1] / "codeplay_lightning" / "cwm" / "examples" / "cartpole.py"
 
 
 def bench_cwm(steps: int = 2000, llm_tokens: int = 128) -> dict:

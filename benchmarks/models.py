@@ -40,8 +40,8 @@ def bench_solver_backends(max_new_tokens: int = 64) -> dict:
 
     import torch
 
-    from codeplay_lightning.llm import HFLLM, LLM, LLMUsage, OpenAILLM
     from benchmarks.llama_server import embedded_gguf, llama_server
+    from codeplay_lightning.llm import HFLLM, LLM, LLMUsage, OpenAILLM
     from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm
 
     prompts = solver_prompts(32)

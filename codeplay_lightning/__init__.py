@@ -1,19 +1,29 @@
-"""codeplay_lightning: a PPO-trained puzzle Setter against a few-shot Solver, and GIF-MCTS code synthesis.
+"""codeplay_lightning: a PPO-trained puzzle Setter against a few-shot Solver, GIF-MCTS code synthesis and
+Code World Models.
 
 Layers, each importing only from the ones below it:
 
-    cli, train, synthesize, compare, sweep, bench     the faces: commands and what they run
-    setter/                                           the Setter's training loop (Lightning)
-    solver/, search/, archive/, rewards/, ppo/         the parts: Solver, code search, novelty, maths
-    llm/, models/                                     language models: loading, sampling, backends
-    execution/, puzzles/, config                      the judge, the puzzles, the typed configuration
+    cli                                      `codeplay`: the table of commands
+    commands/                                one module per subcommand: its options, then a call into the layers below
+    train, experiments/                      a training run; the presets' runs, compared and swept
+    setter/                                  the Setter's PPO training loop (Lightning)
+    solver/, cwm/                            the Solver (few-shot or a code search); Code World Models
+    search/                                  code search with LLMs: GIF-MCTS, its baselines, their tasks, synthesis
+    llm/, archive/, sft/                     LLM backends; the novelty archive and its embedder; supervised fine-tuning
+    models/, corpus/                         causal LMs: loading, sampling, scoring; our generated puzzle corpus
+    config, puzzles/                         the typed configuration; puzzles, their files, validation and prompts
+    execution/, ppo/, rewards/, allocator    the sandbox (the judge); PPO maths; reward functions; malloc tuning
+
+`benchmarks/` sits beside the package in a clone, outside the wheel (`codeplay bench` imports it from there).
 
 The results that flow between them, from the bottom up:
 
-    Verdict          execution   one program judged: pass | fail | error | timeout | memory | syntax
+    Verdict          execution   one program judged (pass | fail | error | timeout | memory | syntax),
+                                 or one call's value (returned | error | timeout | memory | syntax)
     PuzzleCheck      puzzles     is a Setter's text a puzzle the judge can check, and if not, why
     Evaluation       search      a candidate program's score on a task, or its bug
     SearchResult     search      one search's best program, its score, calls spent, the call that solved
+    ModelScore       cwm         a Code World Model's accuracies on an environment's transitions
     SolverResult     solver      the Solver on one puzzle: passes and difficulty D
                                  (PuzzleResult for few-shot sampling, SearchPuzzleResult for a search)
     ScoredPuzzle     setter      one generated puzzle with D, R_d, R_n and R

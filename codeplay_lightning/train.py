@@ -12,6 +12,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
+from torch import nn
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
 from codeplay_lightning.config import ConfigError, TrainConfig, to_yaml
@@ -59,19 +60,23 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
                  require_isolation=config.sandbox.require_isolation) as sandbox:
         log.info("sandbox isolation: %s", sandbox.isolation)
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
-        solver = _solver(config, frozen if frozen is not None else policy, tokenizer, sandbox, examples, generator)
-        module = SetterPPOModule(policy, frozen, config.ppo, config.rollout.temperature, config.model.value_hidden,
-                                 config.model.detach_value_trunk,
+        # with LoRA the Solver's model is the policy, which the rollout runs with its adapters off
+        solver_llm, solver_model = _solver_llm(config, frozen if frozen is not None else policy, tokenizer, generator)
+        solver = _solver(config, solver_llm, sandbox, examples, generator)
+        module = SetterPPOModule(policy=policy, frozen=frozen, ppo=config.ppo, temperature=config.rollout.temperature,
+                                 value_hidden=config.model.value_hidden,
+                                 detach_value_trunk=config.model.detach_value_trunk,
                                  identity={"model": config.model.name, "lora_rank": config.model.lora_rank,
                                            "reward": [config.reward.w_difficulty, config.reward.w_novelty,
                                                       config.reward.combine]},
                                  rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0)
-        datamodule = ArchiveDataModule(NoveltyArchive(embedder.get_embedding_dimension()), config.ppo,
-                                       config.trainer.seed)
+        datamodule = ArchiveDataModule(archive=NoveltyArchive(embedder.get_embedding_dimension()), ppo=config.ppo,
+                                       seed=config.trainer.seed)
         # the prompt ends where a blank line ends inside the few-shot block: before the next `def f`
         prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
-        rollout = RolloutCallback(config, tokenizer, prompt, solver, embedder, reference_distance,
-                                  generator)
+        rollout = RolloutCallback(config=config, tokenizer=tokenizer, setter_prompt=prompt, solver=solver,
+                                  sandbox=sandbox, solver_model=solver_model, embedder=embedder,
+                                  reference_distance=reference_distance, generator=generator)
         trainer = L.Trainer(
             max_epochs=config.trainer.iterations, precision=config.trainer.precision,
             accelerator=config.trainer.accelerator, devices=config.trainer.devices, strategy=config.trainer.strategy,
@@ -118,28 +123,32 @@ def _trainable(policy, config: TrainConfig):
     return policy, frozen
 
 
-def _solver(config: TrainConfig, frozen, tokenizer, sandbox: Sandbox, examples: Sequence[Puzzle],
+def _solver(config: TrainConfig, llm: LLM, sandbox: Sandbox, examples: Sequence[Puzzle],
             generator: torch.Generator) -> Solver:
-    """The Solver of `config.solver`; its LLM draws from `generator`, the rollout's checkpointed one."""
+    """The Solver of `config.solver` on `llm`; a search's seeds draw from `generator`, the rollout's."""
     solver = config.solver
     log.info("solver: %s, %d attempts, LLM %s", solver.strategy, solver.attempts, solver.llm)
-    llm = _solver_llm(config, frozen, tokenizer, generator)
     if solver.strategy == "few-shot":
         return FewShotSolver(llm, sandbox, examples, solver)
     return SearchSolver(llm, sandbox, solver, generator)
 
 
-def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generator) -> LLM:
-    """The frozen weights (`solver.llm=frozen`), or the model or server `solver.llm` names. The few-shot
-    prompt is raw text to continue; a search's prompts are instructions, sent as chat where the LLM
-    decides it can take them (`load_llm`'s rule)."""
+def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generator) -> tuple[LLM, nn.Module | None]:
+    """The Solver's LLM, drawing from `generator`: on the frozen weights (`solver.llm=frozen`), or the model or
+    server `solver.llm` names; and a local model of its own, which the rollout keeps on the trainer's device
+    (None for the frozen weights, which move with the module, and for a server). The few-shot prompt is raw text
+    to continue; a search's prompts are instructions, sent as chat where the LLM decides it can take them
+    (`load_llm`'s rule)."""
     solver = config.solver
     chat = None if solver.strategy != "few-shot" else False
     if solver.llm == "frozen":
-        return HFLLM(frozen, tokenizer, solver_sampling(solver), chat=chat, batch_size=solver.batch_size, generator=generator)
-    dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy
-    return load_llm(solver.llm, solver_sampling(solver), chat=chat, dtype=dtype, batch_size=solver.batch_size,
+        llm = HFLLM(frozen, tokenizer, solver_sampling(solver), chat=chat, batch_size=solver.batch_size,
                     generator=generator)
+        return llm, None
+    dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy
+    llm = load_llm(solver.llm, solver_sampling(solver), chat=chat, dtype=dtype, batch_size=solver.batch_size,
+                   generator=generator)
+    return llm, llm.model if isinstance(llm, HFLLM) else None
 
 
 def _reference_puzzles(config: TrainConfig) -> tuple[list, str]:
@@ -148,7 +157,8 @@ def _reference_puzzles(config: TrainConfig) -> tuple[list, str]:
     if config.reward.reference is None:
         return reference_puzzles(), "our corpus's training families; reward.reference=P3's puzzles.json for P3's"
     split = load_p3_split(config.reward.reference_split)
-    return in_classes(load_p3(config.reward.reference), split["train"]), f"P3's train split of {config.reward.reference}"
+    train_split = in_classes(load_p3(config.reward.reference), split["train"])
+    return train_split, f"P3's train split of {config.reward.reference}"
 
 
 def find_checkpoint(config: TrainConfig, resume: str) -> str:
@@ -159,7 +169,8 @@ def find_checkpoint(config: TrainConfig, resume: str) -> str:
         try:
             torch.load(resume, map_location="cpu", weights_only=False, mmap=True)
         except Exception as error:  # noqa: BLE001 - any way of being unreadable
-            raise ConfigError(f"checkpoint {resume} is unreadable ({type(error).__name__}); not starting afresh") from None
+            raise ConfigError(f"checkpoint {resume} is unreadable ({type(error).__name__}); "
+                              "not starting afresh") from None
         return resume
     candidates = sorted(Path(config.trainer.run_root, config.name).glob("version_*/checkpoints/last.ckpt"),
                         key=lambda path: int(_version_of(str(path))))

@@ -1,7 +1,10 @@
-"""Shared fixtures: the sandbox, a character-level tokenizer and a tiny random Llama (built in code,
-see `support.py`), and a stand-in for the model loader of the commands."""
+"""Shared fixtures: the sandboxes (plain, and one offering numpy), a character-level tokenizer and a tiny random
+Llama (built in code, see `support.py`), that Llama saved as a model directory, and a stand-in for the model loader
+of the commands."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +18,15 @@ from codeplay_lightning.execution import Sandbox
 def sandbox():
     """Two wardens with a 1 s timeout, shared by every test that judges programs."""
     with Sandbox(workers=2, timeout=1.0) as box:
+        yield box
+
+
+@pytest.fixture(scope="session")
+def numpy_sandbox():
+    """Two wardens offering numpy, for the programs of Code World Models and `Sandbox.apply`. The 30 s limit is
+    room for a planner that runs a whole episode in one call; no test waits for it (timeouts are tested on
+    sandboxes of their own)."""
+    with Sandbox(workers=2, timeout=30.0, modules=("numpy",)) as box:
         yield box
 
 
@@ -42,6 +54,15 @@ def tiny_llama(char_tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:
     return LlamaForCausalLM(config).eval()
 
 
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tiny_llama: LlamaForCausalLM, char_tokenizer: PreTrainedTokenizerFast) -> Path:
+    """`tiny_llama` and its tokenizer (no chat template) saved as a local model directory, for `--llm`; read only."""
+    directory = tmp_path_factory.mktemp("tiny")
+    tiny_llama.save_pretrained(directory)
+    char_tokenizer.save_pretrained(directory)
+    return directory
+
+
 @pytest.fixture
 def model_loads(monkeypatch) -> list[dict]:
     """Replaces `load_causal_lm` in `load_llm`: each call's keyword arguments are recorded, then the command
@@ -56,13 +77,3 @@ def model_loads(monkeypatch) -> list[dict]:
 
     monkeypatch.setattr(backends, "load_causal_lm", load)
     return loads
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    """Tiny models: a second thread's OpenMP barriers cost more than its work, up to 100 times more while
-    other processes keep the cores busy (7.8 s against 0.06 s for a test measured so)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import string
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -14,9 +15,11 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from codeplay_lightning.llm import LLMUsage
 from codeplay_lightning.models.sampling import SamplingConfig, pick_tokens
-from codeplay_lightning.setter.rollout import Episode, ScoredPuzzle
 from codeplay_lightning.puzzles import Puzzle
+from codeplay_lightning.setter.rollout import Episode, ScoredPuzzle
 
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"  # the presets, for load_config
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
 
 

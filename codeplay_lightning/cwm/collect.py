@@ -1,6 +1,6 @@
 """Seeded transitions of the CWMB environments, collected by our own code (paper §3).
 
-Per environment, `random_episodes` episodes of uniformly random actions, then `better_episodes` of a
+Per environment, `RANDOM_EPISODES` episodes of uniformly random actions, then `BETTER_EPISODES` of a
 better-than-random policy (the paper: 5 "equivalent to taking random actions" and 5 "sub-optimal
 demonstrations"). The better policy is a hand-written rule where a simple one works (Blackjack,
 the shortest path on the grids, the classic-control swings), with a share of random actions so that
@@ -35,19 +35,18 @@ CEM = {"horizon": 10, "iterations": 3, "samples": 32, "elites": 6}
 CEM_EXECUTED = 5  # actions of each plan taken before planning again
 
 
-def collect(env_id: str, seed: int, random_episodes: int = RANDOM_EPISODES,
-            better_episodes: int = BETTER_EPISODES) -> Transitions:
-    """`random_episodes` random episodes (numbered first), then `better_episodes` of the better policy,
-    each from `env.reset` with a seed drawn from `seed`."""
+def collect(env_id: str, seed: int) -> Transitions:
+    """RANDOM_EPISODES random episodes (numbered first), then BETTER_EPISODES of the better policy, each
+    from `env.reset` with a seed drawn from `seed`."""
     spec, env = ENVS[env_id], make(env_id)
     cap = spec.max_steps if spec.discrete_actions else min(spec.max_steps, CONTINUOUS_STEPS)
     better = _better_policy(env_id, TrueModel(env_id, seed))
     rows = []
-    for episode in range(random_episodes + better_episodes):
+    for episode in range(RANDOM_EPISODES + BETTER_EPISODES):
         reset_seed, action_seed = np.random.SeedSequence((seed, episode)).generate_state(2)
         rng = np.random.default_rng(action_seed)
-        policy = _random_policy if episode < random_episodes else better
-        held_out = episode in (random_episodes - 1, random_episodes + better_episodes - 1)
+        policy = _random_policy if episode < RANDOM_EPISODES else better
+        held_out = episode in (RANDOM_EPISODES - 1, RANDOM_EPISODES + BETTER_EPISODES - 1)
         rows += _episode(env, policy, int(reset_seed), rng, cap, episode, "heldout" if held_out else "search")
     env.close()
     columns = list(zip(*rows))

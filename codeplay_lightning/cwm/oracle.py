@@ -97,9 +97,9 @@ class TrueModel:
         return _snapshot(env.spec.id, env.unwrapped)
 
 
-def true_predictions(transitions: Transitions, seed: int = 0) -> Predictions:
+def true_predictions(transitions: Transitions) -> Predictions:
     """The true environment's prediction for every transition, each from its observation alone."""
-    model = TrueModel(transitions.env_id, seed)
+    model = TrueModel(transitions.env_id)
     next_observations, rewards, dones = [], [], []
     for observation, action in zip(transitions.observations, transitions.actions):
         model.set_state(observation)

@@ -5,12 +5,12 @@
 
 A warden judges one program at a time and never runs program code itself: g runs in a process
 used once, f in another, both forked from a zygote that never saw a program, and the verdict comes
-from the process that ran f on g's answer, passed as JSON data. The supervisor trusts no byte it reads either: every reply must be
-a bounded frame of a fixed shape (`warden.pack`) answering the request it was sent, read without
-blocking and under a deadline, as is every write. A warden that sends anything else, stops
-answering or dies is killed (its namespace and every program process with it) and replaced, and
-its program runs once more on a fresh warden before it is called an error: nothing a child does
-raises in the caller.
+from the process that ran f on g's answer, passed as JSON data. The supervisor trusts no byte it
+reads either: every reply must be a bounded frame of a fixed shape (`warden.pack`, with the fields
+of warden.py's frame classes) answering the request it was sent, read without blocking and under a
+deadline, as is every write. A warden that sends anything else, stops answering or dies is killed
+(its namespace and every program process with it) and replaced, and its program runs once more on
+a fresh warden before it is called an error: nothing a child does raises in the caller.
 """
 
 import importlib.util
@@ -29,9 +29,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeplay_lightning.execution.warden import ANSWER_CHARS, DETAIL_CHARS, FrameReader, decode_answer, pack
+from codeplay_lightning.execution.warden import (
+    ANSWER_CHARS,
+    CALL_STATUSES,
+    VERDICT_STATUSES,
+    ApplyRequest,
+    FrameReader,
+    ReadyReply,
+    ReturnedReply,
+    RunRequest,
+    VerdictReply,
+    decode_answer,
+    frame_limit,
+    pack,
+)
 
-STATUSES = ("pass", "fail", "error", "timeout", "memory", "syntax", "returned")
 WARDEN_SCRIPT = Path(__file__).with_name("warden.py")
 STARTUP_SECONDS = 60.0
 REPLY_SLACK = 2.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
@@ -76,7 +88,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # one of STATUSES: "returned" for a Call that returned, never for a Program
+    status: str  # one of VERDICT_STATUSES for a Program, of CALL_STATUSES for a Call
     detail: str  # why, for anything but a pass: exception and short traceback, f's return value, ...
     seconds: float
     output: str = ""  # what g and then f printed, capped
@@ -124,9 +136,7 @@ class Sandbox:
         self._settings = {"timeout": self.timeout, "memory_mb": memory_mb, "output_chars": output_chars,
                           "recursion_limit": recursion_limit, "modules": list(modules),
                           **_module_locations(modules)}
-        # a verdict: detail, answer and returned (DETAIL_CHARS each) and output, 6 bytes a character at
-        # worst (a lone surrogate travels escaped); a Call's value whole, as ASCII JSON of at most ANSWER_CHARS
-        self._frame_limit = 6 * (output_chars + 200 + 3 * DETAIL_CHARS) + ANSWER_CHARS + 4096
+        self._frame_limit = frame_limit(output_chars)
         self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()
         self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
@@ -223,11 +233,12 @@ class Sandbox:
         task = run.tasks[index]
         warden.task, warden.sequence = index, warden.sequence + 1
         warden.deadline = time.monotonic() + self.timeout + REPLY_SLACK
+        sequence = str(warden.sequence)
         if isinstance(task, Call):
-            warden.outbox += pack("apply", str(warden.sequence), task.source, task.function, json.dumps(task.input))
+            warden.outbox += pack("apply", *ApplyRequest(sequence, task.source, task.function, json.dumps(task.input)))
         else:
             typed = "0" if task.ans_type is None else "1"
-            warden.outbox += pack("run", str(warden.sequence), task.f, task.g, task.ans_type or "", typed)
+            warden.outbox += pack("run", *RunRequest(sequence, task.f, task.g, task.ans_type or "", typed))
         self._flush(warden)
 
     def _flush(self, warden: _Warden) -> None:
@@ -247,7 +258,7 @@ class Sandbox:
 
     def _pump(self, run: "_Run | None", wake: float) -> None:
         """Read and write until `wake`; handle replies and any overrun."""
-        for key, events in self._selector.select(max(0.0, wake - time.monotonic())):
+        for key, _ in self._selector.select(max(0.0, wake - time.monotonic())):
             warden: _Warden = key.data
             if warden not in self._wardens:  # discarded earlier in this loop
                 continue
@@ -283,27 +294,32 @@ class Sandbox:
         if kind == "pid" and len(frame) == 2 and warden.pid is None and frame[1].isdigit() and len(frame[1]) < 10:
             warden.pid = int(frame[1])
             return True
-        if kind == "ready" and len(frame) == 3 and not warden.ready:
-            warden.ready, warden.level, warden.isolation = True, frame[1], frame[2]
+        if kind == "ready" and len(frame) == 1 + len(ReadyReply._fields) and not warden.ready:
+            ready = ReadyReply(*frame[1:])
+            warden.ready, warden.level, warden.isolation = True, ready.level, ready.isolation
             self._check_isolation(warden)
             return True
         if kind == "fatal" and len(frame) == 2 and not warden.ready:
             self._discard(warden)
             raise RuntimeError(f"a sandbox warden failed to start:\n{frame[1]}")
         calls = warden.task is not None and run is not None and isinstance(run.tasks[warden.task], Call)
-        if kind == "verdict" and len(frame) == 8 and warden.task is not None and run is not None and not calls:
-            _, sequence, status, seconds_text, detail, output, answer, returned = frame
-            seconds = _seconds(seconds_text)
-            if sequence == str(warden.sequence) and status in STATUSES[:-1] and seconds is not None:
+        if (kind == "verdict" and len(frame) == 1 + len(VerdictReply._fields) and warden.task is not None
+                and run is not None and not calls):
+            verdict = VerdictReply(*frame[1:])
+            seconds = _seconds(verdict.seconds)
+            if verdict.sequence == str(warden.sequence) and verdict.status in VERDICT_STATUSES and seconds is not None:
                 index, warden.task = warden.task, None
-                run.finish(index, Verdict(status, detail, seconds, output, answer, returned))
+                run.finish(index, Verdict(verdict.status, verdict.detail, seconds, verdict.output, verdict.answer,
+                                          verdict.returned))
                 return True
-        if kind == "returned" and len(frame) == 7 and calls:
-            _, sequence, status, seconds_text, detail, output, value_text = frame
-            seconds, value = _seconds(seconds_text), _value(value_text) if status == "returned" else None
-            if sequence == str(warden.sequence) and status in STATUSES and seconds is not None and value is not _BAD:
+        if kind == "returned" and len(frame) == 1 + len(ReturnedReply._fields) and calls:
+            returned = ReturnedReply(*frame[1:])
+            seconds = _seconds(returned.seconds)
+            value = _value(returned.value) if returned.status == "returned" else None
+            if (returned.sequence == str(warden.sequence) and returned.status in CALL_STATUSES and seconds is not None
+                    and value is not _BAD):
                 index, warden.task = warden.task, None
-                run.finish(index, Verdict(status, detail, seconds, output, value=value))
+                run.finish(index, Verdict(returned.status, returned.detail, seconds, returned.output, value=value))
                 return True
         self._lost(warden, run, f"its warden broke the protocol (a {kind[:20]!r} frame of {len(frame)} fields)")
         return False

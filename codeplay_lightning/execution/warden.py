@@ -43,6 +43,7 @@ import struct
 import sys
 import time
 import traceback
+from typing import NamedTuple
 
 HEADER = struct.Struct(">I")  # a frame: body size, then the body
 COUNT = struct.Struct(">H")  # a body: field count, each field's size, then the UTF-8 fields
@@ -57,9 +58,12 @@ PROGRAM_PROCESSES = 32  # processes one program may have at once (itself include
 KILL_SECONDS = 2.0  # time to stop everything a program left behind before the warden gives up
 TMP_SIZE = "64m"  # each program process's fresh /tmp
 TRASH_SLICE = 0.05  # seconds of deleting what programs left, between requests, without root
-RUNNER_STATUSES = ("answer", "fail", "syntax", "error", "memory")
-JUDGE_STATUSES = ("pass", "fail", "syntax", "error", "memory")
-CALL_STATUSES = ("returned", "syntax", "error", "memory")
+RUNNER_STATUSES = ("answer", "fail", "syntax", "error", "memory")  # a runner's reply: g's answer, or why none
+JUDGE_STATUSES = ("pass", "fail", "syntax", "error", "memory")  # a judge's reply
+CALLER_STATUSES = ("returned", "syntax", "error", "memory")  # a caller's reply
+ROLE_STATUSES = {b"runner": RUNNER_STATUSES, b"judge": JUDGE_STATUSES, b"caller": CALLER_STATUSES}
+VERDICT_STATUSES = (*JUDGE_STATUSES, "timeout")  # a program's verdict: its judge's, or the warden's timeout
+CALL_STATUSES = (*CALLER_STATUSES, "timeout")  # a call's verdict: its caller's, or the warden's timeout
 PRELOADED = (  # imported by the zygote's parent, so that every program process starts with them; few,
     # because each forks with them (P3 programs use little beyond these, and import the rest themselves)
     "math", "itertools", "functools", "collections", "heapq", "bisect", "operator", "re", "string",
@@ -144,6 +148,68 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def frame_limit(output_chars: int) -> int:
+    """The largest frame a warden or its children may send: an answer or a call's value (ASCII JSON of at
+    most ANSWER_CHARS characters), plus a verdict's detail, answer and returned reprs (DETAIL_CHARS each) and
+    output (g's and f's together: output_chars + 200) at 6 bytes a character at worst (a lone surrogate
+    travels as a backslash escape), plus 4096 bytes for the rest."""
+    return ANSWER_CHARS + 6 * (output_chars + 200 + 3 * DETAIL_CHARS) + 4096
+
+
+# The frames between the supervisor and a warden: the kind, then these fields (all text). Both sides
+# build and read them with these classes. A warden also sends "pid" (its pid, as the supervisor sees it)
+# and "fatal" (the traceback of a start-up failure).
+
+
+class RunRequest(NamedTuple):
+    """A "run" request: judge f(g()) for one program."""
+
+    sequence: str  # the request's number, which its reply repeats
+    f: str
+    g: str
+    ans_type: str
+    typed: str  # "1": ans_type is the answer's type; "0": f's first annotation is
+
+
+class ApplyRequest(NamedTuple):
+    """An "apply" request: run a program, then call one of its functions."""
+
+    sequence: str
+    source: str
+    function: str
+    input: str  # JSON text
+
+
+class ReadyReply(NamedTuple):
+    """The "ready" reply: the warden has started and awaits requests."""
+
+    level: str  # "full", "partial" or "basic"
+    isolation: str  # how it isolates programs, in words
+
+
+class VerdictReply(NamedTuple):
+    """The "verdict" reply to a "run"."""
+
+    sequence: str
+    status: str  # one of VERDICT_STATUSES
+    seconds: str  # repr of a float
+    detail: str
+    output: str
+    answer: str  # repr of g's answer
+    returned: str  # repr of what f returned for it
+
+
+class ReturnedReply(NamedTuple):
+    """The "returned" reply to an "apply"."""
+
+    sequence: str
+    status: str  # one of CALL_STATUSES
+    seconds: str  # repr of a float
+    detail: str
+    output: str
+    value: str  # JSON text of what the function returned; "" unless the status is "returned"
 
 
 class SupervisorGone(Exception):
@@ -938,9 +1004,6 @@ class Warden:
         self.timeout, self.output_chars = settings["timeout"], settings["output_chars"]
         self.memory_bytes, self.recursion_limit = settings["memory_mb"] << 20, settings["recursion_limit"]
         self.namespaced, self.cgroup = namespaced, cgroup
-        # what a child may send: an answer or value, and detail, reprs and output (6 bytes a
-        # character at worst: a lone surrogate travels as a backslash escape)
-        self.frame_limit = ANSWER_CHARS + 6 * (self.output_chars + 3 * DETAIL_CHARS) + 4096
         self.program_uid = NOBODY if namespaced else os.getuid()
         self.nproc = None if cgroup else _tasks_of(self.program_uid) + PROGRAM_PROCESSES
         self.cgroup_fds, self.oom_fd = cgroup.open_files() if cgroup else ([], None)
@@ -984,8 +1047,8 @@ class Warden:
         theirs.close()
         self.zygote = ours
 
-    def isolation(self) -> tuple[str, str]:
-        """(level, description): level "full" with namespaces, a cgroup and the seccomp filter."""
+    def isolation(self) -> ReadyReply:
+        """How it isolates programs: level "full" with namespaces, a cgroup and the seccomp filter."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
             limits = (f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program, "
@@ -997,10 +1060,11 @@ class Warden:
                     else "no seccomp filter on this architecture")
         if self.namespaced:
             level = "full" if self.cgroup and self.seccomp else "partial"
-            return level, (f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
-                           f"every program process forked from a clean zygote with a fresh /tmp; {filtered}; {limits}")
-        return "basic", ("basic (not root): own session, no namespaces (network and files visible), programs "
-                         f"can signal only themselves; {filtered}; {limits}")
+            return ReadyReply(level, f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
+                                     "every program process forked from a clean zygote with a fresh /tmp; "
+                                     f"{filtered}; {limits}")
+        return ReadyReply("basic", "basic (not root): own session, no namespaces (network and files visible), "
+                                   f"programs can signal only themselves; {filtered}; {limits}")
 
     # ------------------------------------------------------------ the request loop
 
@@ -1013,13 +1077,16 @@ class Warden:
                 return
             try:
                 if request[0] == "run":
-                    _, sequence, f, g, ans_type, typed = request
-                    status, detail, seconds, output, answer, returned = self.run(f, g, ans_type if typed == "1" else None)
-                    reply = pack("verdict", sequence, status, repr(seconds), detail, output, answer, returned)
+                    run = RunRequest(*request[1:])
+                    ans_type = run.ans_type if run.typed == "1" else None
+                    status, detail, seconds, output, answer, returned = self.run(run.f, run.g, ans_type)
+                    reply = pack("verdict", *VerdictReply(run.sequence, status, repr(seconds), detail, output,
+                                                          answer, returned))
                 else:
-                    _, sequence, source, function, text = request
-                    status, detail, seconds, output, value = self.apply(source, function, text)
-                    reply = pack("returned", sequence, status, repr(seconds), detail, output, value)
+                    call = ApplyRequest(*request[1:])
+                    status, detail, seconds, output, value = self.apply(call.source, call.function, call.input)
+                    reply = pack("returned", *ReturnedReply(call.sequence, status, repr(seconds), detail, output,
+                                                            value))
             except SupervisorGone:
                 return
             write_all(self.reply_fd, reply)
@@ -1091,12 +1158,13 @@ class Warden:
         if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
             self.oom_count = count  # one of its processes was killed for the memory the program used
             problem = "memory", f"{name}'s processes ran out of the program's {self.memory_bytes >> 20} MiB"
-        elif reply is not None and len(reply) == fields and reply[0] in STATUSES[role]:
+        elif reply is not None and len(reply) == fields and reply[0] in ROLE_STATUSES[role]:
             return tuple(reply)
         elif problem is None and reply is not None:
             problem = "error", f"{name}'s process broke the protocol (a reply of {len(reply)} fields)"
         elif problem is None:
-            problem = "error", f"{name}'s process ended without {'an answer' if role == b'runner' else 'a reply'}: {how}"
+            expected = "an answer" if role == b"runner" else "a reply"
+            problem = "error", f"{name}'s process ended without {expected}: {how}"
         return problem + ("",) * (fields - 2)
 
     def _fork(self, role: bytes) -> tuple[int, Channel]:
@@ -1105,7 +1173,7 @@ class Warden:
         message, fds, _, _ = socket.recv_fds(self.zygote, 32, 2)
         if len(fds) != 2:
             raise RuntimeError("the zygote is gone")
-        return int(message), Channel(fds[1], fds[0], self.frame_limit, self.request_fd)
+        return int(message), Channel(fds[1], fds[0], frame_limit(self.output_chars), self.request_fd)
 
     def _end(self) -> str:
         """Have the zygote kill the program's processes; says how the main one had ended. Then the
@@ -1153,9 +1221,6 @@ class Warden:
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline and os.waitpid(self.zygote_pid, os.WNOHANG) == (0, 0):
                 time.sleep(0.005)
-
-
-STATUSES = {b"runner": RUNNER_STATUSES, b"judge": JUDGE_STATUSES, b"caller": CALL_STATUSES}
 
 
 def _marshalled(code, answer_type: str) -> tuple[bytes, str]:

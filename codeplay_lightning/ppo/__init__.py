@@ -2,7 +2,6 @@
 
 from codeplay_lightning.ppo.losses import (
     PolicyLoss,
-    TokenRewards,
     explained_variance,
     gae,
     kl_penalty,
@@ -17,7 +16,6 @@ from codeplay_lightning.ppo.losses import (
 
 __all__ = [
     "PolicyLoss",
-    "TokenRewards",
     "explained_variance",
     "gae",
     "kl_penalty",

@@ -30,21 +30,17 @@ def one_process(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """Sum of x over real tokens (all of them, or along `dim`)."""
-    x = torch.where(mask.bool(), x, 0.0)
-    return x.sum() if dim is None else x.sum(dim)
+def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum of x over real tokens, a scalar."""
+    return torch.where(mask.bool(), x, 0.0).sum()
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None,
-                tokens: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean of x over real tokens; with dim=1, one mean per row. No real tokens gives 0, not NaN.
-    `tokens` (dim=None only) divides the sum in place of this batch's real-token count: under DDP, all
-    ranks' real tokens over the world size (see the module docstring)."""
-    if tokens is not None:
-        return masked_sum(x, mask) / tokens
-    count = mask.to(x.dtype).sum() if dim is None else mask.to(x.dtype).sum(dim)
-    return masked_sum(x, mask, dim) / count.clamp(min=1)
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean of x over real tokens, a scalar; no real tokens gives 0, not NaN. `tokens` divides the sum in
+    place of this batch's real-token count: under DDP, all ranks' real tokens over the world size (see the
+    module docstring)."""
+    count = mask.to(x.dtype).sum().clamp(min=1) if tokens is None else tokens
+    return masked_sum(x, mask) / count
 
 
 def masked_moments(x: torch.Tensor, mask: torch.Tensor,
@@ -87,11 +83,6 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: KLKind 
     raise ValueError(f"kind must be 'k1' or 'k3', got {kind!r}")
 
 
-class TokenRewards(NamedTuple):
-    rewards: torch.Tensor  # (B, T) -kl_coef * KL per token, + the score at each row's last real token
-    kl_per_sequence: torch.Tensor  # (B,) mean per-token KL of each row, for logging
-
-
 @torch.no_grad()
 def token_rewards(
     scores: torch.Tensor,
@@ -100,18 +91,15 @@ def token_rewards(
     mask: torch.Tensor,
     kl_coef: float,
     kind: KLKind = "k1",
-) -> TokenRewards:
-    """Per-token rewards: the KL penalty at every token, the sequence score (B,) on its last real token.
-
-    A row without real tokens gets no reward (its score is dropped) and kl_per_sequence 0.
-    """
+) -> torch.Tensor:
+    """Per-token rewards (B, T): -kl_coef * the KL penalty at every real token, plus the sequence score (B,)
+    on each row's last real token. A row without real tokens gets no reward (its score is dropped)."""
     real = mask.bool()  # (B, T)
     kl = torch.where(real, kl_penalty(logprobs, ref_logprobs, kind), 0.0)  # (B, T)
     positions = torch.arange(mask.shape[1], device=mask.device)  # (T,)
     last_index = torch.where(real, positions, -1).argmax(dim=1)  # (B,) position of the last real token
     is_last = F.one_hot(last_index, mask.shape[1]).bool() & real  # (B, T); all False for empty rows
-    rewards = -kl_coef * kl + torch.where(is_last, scores.to(kl.dtype).unsqueeze(1), 0.0)  # (B, T)
-    return TokenRewards(rewards, masked_mean(kl, mask, dim=1))
+    return -kl_coef * kl + torch.where(is_last, scores.to(kl.dtype).unsqueeze(1), 0.0)  # (B, T)
 
 
 @torch.no_grad()
@@ -121,20 +109,16 @@ def gae(
     mask: torch.Tensor,
     gamma: float = 1.0,
     lam: float = 1.0,
-    bootstrap_values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation over each row's real tokens -> (advantages, returns), (B, T).
 
     delta_t = r_t + gamma * V(s_{t+1}) - V(s_t);  A_t = delta_t + gamma * lam * A_{t+1};  R_t = A_t + V(s_t).
     values[:, t] = V(s_t), the value before action t. Padding is skipped: t+1 is the next real token.
-
-    After a row's last real token, V(s_T) = 0: a finished puzzle is terminal. A row cut by the step
-    budget is NOT terminal; its V(s_T) is then `bootstrap_values` (B,): the value head's output at
-    the last real token's position (free from the same forward pass), with 0 in finished rows.
-    Without it, a truncated row is treated as finished, which biases its returns.
+    After a row's last real token, V(s_T) = 0: every row is a finished puzzle (puzzles cut by the step
+    budget are not trained on), so it is terminal.
     """
     real = mask.bool()  # (B, T)
-    next_value = torch.zeros_like(values[:, 0]) if bootstrap_values is None else bootstrap_values.to(values.dtype)
+    next_value = torch.zeros_like(values[:, 0])  # (B,) V(s_{t+1})
     next_advantage = torch.zeros_like(values[:, 0])  # (B,) A_{t+1}
     advantages = []
     for t in reversed(range(rewards.shape[1])):
@@ -148,15 +132,11 @@ def gae(
     return advantages, returns
 
 
-def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True,
-           sum_over_ranks: SumOverRanks = one_process) -> torch.Tensor:
-    """(x - mean) / sqrt(var + 1e-8) over all real tokens of every rank's batch; shift_mean=False adds the
-    mean back. var is unbiased (divides by n - 1, like torch.var; 0 below 2 tokens: `masked_moments`).
-    """
+def whiten(values: torch.Tensor, mask: torch.Tensor, sum_over_ranks: SumOverRanks = one_process) -> torch.Tensor:
+    """(x - mean) / sqrt(var + 1e-8) over all real tokens of every rank's batch, 0 at padding. var is unbiased
+    (divides by n - 1, like torch.var; 0 below 2 tokens: `masked_moments`)."""
     mean, var = masked_moments(values, mask, sum_over_ranks)
     whitened = (values - mean) * torch.rsqrt(var + 1e-8)  # (B, T)
-    if not shift_mean:
-        whitened = whitened + mean
     return torch.where(mask.bool(), whitened, 0.0)
 
 

@@ -33,7 +33,6 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.search.tasks import Task, extract_code, generated_program
 
 ROOT, GENERATE, IMPROVE, FIX = "root", "generate", "improve", "fix"
@@ -96,13 +95,6 @@ class Node:
                 "error": self.error, "failing_example": self.failing_example, "fix_depth": self.fix_depth,
                 "temp_value": self.temp_value, "value_sum": self.value_sum, "value_count": self.value_count,
                 "children": [child.to_dict() for child in self.children]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Node:
-        fields = {key: data[key] for key in ("action", "state", "rollout", "score", "buggy", "error",
-                                             "failing_example", "fix_depth", "temp_value", "value_sum",
-                                             "value_count", "visits")}
-        return cls(**fields, children=[cls.from_dict(child) for child in data["children"]])
 
     def walk(self):
         yield self
@@ -169,10 +161,6 @@ class GifMcts:
         child = self.expand(selection.node, selection.action, completion, selection.estimate)
         self.backpropagate(selection.path, child)
         return child
-
-    def iterate(self, llm: LLM) -> Node:
-        """One whole iteration with its own LLM call."""
-        return self.receive(llm.complete(self.prompts()))
 
     def result(self) -> SearchResult:
         best = self.best
@@ -320,20 +308,6 @@ class GifMcts:
     # ------------------------------------------------------------------ serialisation
 
     def to_json(self) -> str:
-        version, internal, gauss_next = self.rng.getstate()
+        """The search as a record: its counts, the fitted w_G / w_L and the whole tree."""
         return json.dumps({"method": "gif-mcts", "calls": self.calls, "solved_at": self.solved_at,
-                           "weights": self.weights, "rng": [version, list(internal), gauss_next],
-                           "root": self.root.to_dict()})
-
-    @classmethod
-    def from_json(cls, text: str, task: Task, config: GifMctsConfig | None = None) -> GifMcts:
-        """A search resumed from `to_json()`'s output."""
-        data = json.loads(text)
-        search = cls(task, config)
-        search.root, search.calls, search.solved_at = Node.from_dict(data["root"]), data["calls"], data["solved_at"]
-        search.weights = {action: list(weights) for action, weights in data["weights"].items()}
-        version, internal, gauss_next = data["rng"]
-        search.rng.setstate((version, tuple(internal), gauss_next))
-        scored = [node for node in search.root.walk() if node.action != ROOT]
-        search.best = max(scored, key=lambda node: node.score, default=None)
-        return search
+                           "weights": self.weights, "root": self.root.to_dict()})

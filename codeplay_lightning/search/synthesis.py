@@ -12,8 +12,8 @@ from pathlib import Path
 
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import LLM
-from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.puzzles import Puzzle, bundled_puzzles
+from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.search import METHODS, P3Task, Search, Task, load_apps, make_search, run_searches
 
 TASK_KINDS = ("p3", "apps")

@@ -94,11 +94,6 @@ class Evaluation:
     error: str = ""  # the error, for the fix prompt
     failing_example: str | None = None  # one wrong result, for the improve prompt
 
-    @property
-    def strict(self) -> bool:
-        """Every test passed: what APPS's strict accuracy counts (paper §5.2)."""
-        return self.score == 1.0
-
 
 def describe_wrong_result(input_text: str, expected: str, got: str) -> str:
     """One wrong result as the improve prompt shows it: the input, the expected and the actual result

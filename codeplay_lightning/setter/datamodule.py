@@ -21,11 +21,20 @@ from codeplay_lightning.setter.rollout import PPOBuffer
 
 
 class ArchiveDataModule(L.LightningDataModule):
-    def __init__(self, archive: NoveltyArchive, ppo: PPOConfig, seed: int):
+    def __init__(self, *, archive: NoveltyArchive, ppo: PPOConfig, seed: int):
         super().__init__()
         self.archive, self.ppo = archive, ppo
-        self.buffer: PPOBuffer | None = None  # set by the rollout callback at each iteration's start
+        self._buffer: PPOBuffer | None = None
         self.shuffle = torch.Generator().manual_seed(seed)
+
+    @property
+    def buffer(self) -> PPOBuffer | None:
+        """The iteration's buffer, which the dataloader serves; None before the first `set_buffer`."""
+        return self._buffer
+
+    def set_buffer(self, buffer: PPOBuffer) -> None:
+        """The rollout's buffer for the iteration starting; its first epoch's minibatches are `buffer.first_epoch`."""
+        self._buffer = buffer
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(_Minibatches(self), batch_size=None, sampler=_MinibatchRows(self))

@@ -1,10 +1,49 @@
 """How well a model sets puzzles: N puzzles sampled from the Setter prompt, then the share that is valid, solved
 by the same model as Solver, distinct, and their mean novelty R_n (each puzzle against the ones sampled before it,
-normalised like the training reward)."""
+normalised like the training reward). The puzzles are judged and scored by the rollout's own functions."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from dataclasses import replace
+
+from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
+from codeplay_lightning.config import RewardConfig
+from codeplay_lightning.corpus import reference_puzzles
+from codeplay_lightning.llm import HFLLM, OpenAILLM
+from codeplay_lightning.models import token_consistent_prompt
+from codeplay_lightning.puzzles import SETTER_STOP, Puzzle, setter_prompt
+from codeplay_lightning.setter.rollout import judge_puzzles, novelty_distances, reward_puzzles
+from codeplay_lightning.solver import Solver
+
+
+def sample_setter_puzzles(llm: HFLLM | OpenAILLM, examples: Sequence[Puzzle], n: int) -> list[str]:
+    """`n` texts sampled as `llm` samples, from the Setter prompt of `examples` that training samples from, each
+    ending where a puzzle ends."""
+    setter_llm = copy.copy(llm)
+    setter_llm.sampling = replace(llm.sampling, stop_strings=SETTER_STOP)
+    prompt = setter_prompt(examples)
+    if isinstance(llm, HFLLM):  # a server's tokenizer is not ours to check
+        prompt = token_consistent_prompt(llm.tokenizer, prompt, examples[0].f)
+    # a newline the token-consistent prompt left to the model is not the puzzle's, as in training
+    return [text.lstrip("\n").rstrip() for text in setter_llm.complete([prompt] * n)]
+
+
+def evaluate_setter(texts: Sequence[str], solver: Solver) -> tuple[dict, list[dict]]:
+    """`texts` judged, solved and scored as a training run with the default reward scores its puzzles (novelty
+    against an archive filled in sampling order, normalised by our corpus): `setter_summary` and a row per text."""
+    reward = RewardConfig()
+    embedder = load_embedder(reward.embedder)
+    reference_distance = reference_mean_distance(embed(embedder, [p.f for p in reference_puzzles()]))
+    judged = judge_puzzles(texts, solver)
+    distances = novelty_distances(texts, NoveltyArchive(embedder.get_embedding_dimension()), embedder)
+    scored = reward_puzzles(texts, judged, distances, reference_distance, reward)
+    rows = [{"f": p.text, "valid": p.valid, "reason": p.reason, "solved": p.passes > 0, "r_n": p.r_novelty}
+            for p in scored]
+    summary = setter_summary(texts, [p.valid for p in scored], [p.passes > 0 for p in scored if p.valid],
+                             [p.r_novelty for p in scored])
+    return summary, rows
 
 
 def setter_summary(texts: Sequence[str], valid: Sequence[bool], solved: Sequence[bool],

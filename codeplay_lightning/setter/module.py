@@ -6,7 +6,8 @@ It only orchestrates: the maths is `codeplay_lightning.ppo`, the scoring forward
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import lightning as L
 import torch
@@ -37,7 +38,7 @@ class SetterPPOModule(L.LightningModule):
     `rewarded=False` (both reward weights 0: the paper's `none` baseline) skips the PPO pass and never
     steps the optimizer: with no reward, what remains is value-head noise, and the pass is half an iteration."""
 
-    def __init__(self, policy: nn.Module, frozen: nn.Module | None, ppo: PPOConfig, temperature: float,
+    def __init__(self, *, policy: nn.Module, frozen: nn.Module | None, ppo: PPOConfig, temperature: float,
                  value_hidden: int, detach_value_trunk: bool, identity: dict, rewarded: bool = True):
         super().__init__()
         attention_paths(policy)  # refuses a model type no test has checked
@@ -56,6 +57,16 @@ class SetterPPOModule(L.LightningModule):
     @property
     def frozen(self) -> nn.Module | None:
         return self._frozen[0]
+
+    @contextlib.contextmanager
+    def frozen_weights(self) -> Iterator[nn.Module]:
+        """The model computing with the frozen weights (the KL reference's, and the Solver's with
+        `solver.llm=frozen`): the frozen copy, or the LoRA policy with its adapters disabled until the exit."""
+        if self.frozen is not None:
+            yield self.frozen
+        else:
+            with self.policy.disable_adapter():
+                yield self.policy
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> SetterPPOModule:
         """Every move and cast (`to`, `cuda`, `half`, ... all end here) reaches the frozen copy too, in place

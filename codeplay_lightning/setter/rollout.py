@@ -14,7 +14,6 @@ is silent on it; dropping it keeps every trained sequence a whole puzzle with it
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from codeplay_lightning.models import SamplingConfig, sample_streams
 from codeplay_lightning.ppo import explained_variance, gae, kl_penalty, masked_mean, token_rewards, whiten
 from codeplay_lightning.puzzles import SETTER_STOP, PuzzleCheck, check_puzzle
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
+from codeplay_lightning.setter.module import SetterPPOModule
 from codeplay_lightning.solver import Solver, SolverResult
 
 Judged = tuple[PuzzleCheck, SolverResult | None]  # the Solver's result is None for an invalid puzzle
@@ -141,7 +141,8 @@ def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor
     return ids, mask
 
 
-def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[ScoredPuzzle], config: TrainConfig,
+def build_buffer(module: SetterPPOModule, prompt_ids: torch.Tensor, episodes: Sequence[Episode],
+                 scored: list[ScoredPuzzle], config: TrainConfig,
                  first_epoch: list[torch.Tensor]) -> tuple[PPOBuffer, dict[str, float]]:
     """The iteration's PPO buffer, and the metrics to log: `ppo/kl_ref` (this rank's) and
     `ppo/explained_variance` (of the old values, over every rank's tokens). Every rank must call it.
@@ -165,8 +166,8 @@ def build_buffer(module, prompt_ids: torch.Tensor, episodes, scored: list[Scored
     advantages, returns = zeros, zeros  # every stream's puzzle was cut: the iteration trains on nothing
     if episodes:
         scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)
-        rewards = token_rewards(scores, logprobs, reference, mask, ppo.kl_coef, ppo.kl_estimator)
-        advantages, returns = gae(rewards.rewards, values, mask, ppo.gamma, ppo.lam)
+        rewards = token_rewards(scores, logprobs, reference, mask, ppo.kl_coef, ppo.kl_estimator)  # (N, T)
+        advantages, returns = gae(rewards, values, mask, ppo.gamma, ppo.lam)
     if ppo.whiten_advantages:
         advantages = whiten(advantages, mask, sum_over_ranks=module.sum_over_ranks)
     metrics = {"ppo/kl_ref": float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask)),
@@ -185,8 +186,8 @@ def sampler_logprob_gap(episodes: Sequence[Episode], logprobs: torch.Tensor, mas
     return float(masked_mean((logprobs - behaviour).abs(), mask))
 
 
-def _old_logprobs_and_values(module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor,
-                             minibatches: list[torch.Tensor],
+def _old_logprobs_and_values(module: SetterPPOModule, prompt_ids: torch.Tensor, action_ids: torch.Tensor,
+                             mask: torch.Tensor, minibatches: list[torch.Tensor],
                              with_reference: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probs, values and the reference's log-probs, each (N, T) and 0 at padding, scored minibatch by
     minibatch on the inputs `PPOBuffer.minibatch` will give training. Without a reference (no KL penalty),
@@ -200,19 +201,9 @@ def _old_logprobs_and_values(module, prompt_ids: torch.Tensor, action_ids: torch
         rows_logprobs, rows_values, _ = module.score(*inputs)  # values in bf16 under bf16 autocast
         logprobs[rows, :length], values[rows, :length] = (x.to("cpu", mask.dtype) for x in (rows_logprobs, rows_values))
         if with_reference:
-            with _reference_weights(module) as reference_model:
+            with module.frozen_weights() as reference_model:
                 reference[rows, :length] = module.score(*inputs, model=reference_model)[0].cpu()
     return logprobs, values, reference if with_reference else logprobs
-
-
-@contextlib.contextmanager
-def _reference_weights(module):
-    """The frozen reference: the separate frozen copy, or the LoRA policy with adapters disabled."""
-    if module.frozen is not None:
-        yield module.frozen
-    else:
-        with module.policy.disable_adapter():
-            yield module.policy
 
 
 def rank_share(total: int, rank: int, world_size: int) -> int:

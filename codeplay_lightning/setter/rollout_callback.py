@@ -12,15 +12,19 @@ import contextlib
 import json
 import time
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
+from torch import nn
 
 from codeplay_lightning.config import TrainConfig
-from codeplay_lightning.llm import HFLLM
+from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.setter.module import SetterPPOModule
 from codeplay_lightning.setter.ranks import from_every_rank, rank
 from codeplay_lightning.setter.rollout import (
     ScoredPuzzle,
@@ -36,14 +40,36 @@ from codeplay_lightning.solver import Solver
 SMOOTHING = 200  # puzzles, as the paper's curves
 
 
+@dataclass(frozen=True)
+class RankRollout:
+    """What one rank's rollout gives the iteration's logs, which rank 0 writes for all ranks."""
+
+    scored: list[ScoredPuzzle]
+    truncated: int  # puzzles still open when their stream ran out of steps
+    metrics: dict[str, float]  # `build_buffer`'s
+    seconds: float  # the rollout's wall time
+
+
+@dataclass(frozen=True)
+class RankPuzzles:
+    """One rank's puzzles and their embeddings, which every rank archives."""
+
+    texts: list[str]
+    embeddings: np.ndarray  # (N, D)
+
+
 class RolloutCallback(L.Callback):
     """`generator` drives the iteration's sampling: the Setter's streams here, and the Solver, whose LLM
-    (and search seeds) draw from the same generator object; it is seeded per rank and checkpointed here."""
+    (and search seeds) draw from the same generator object; it is seeded per rank and checkpointed here.
+    `sandbox` is the Solver's, whose busy time the iteration's record counts apart from the models'.
+    `solver_model` is a local Solver LM of its own, moved to the trainer's device (None when the Solver
+    samples from the module's frozen weights, which move with the module, or from a server)."""
 
-    def __init__(self, config: TrainConfig, tokenizer, setter_prompt: str, solver: Solver,
-                 embedder, reference_distance: float, generator: torch.Generator):
+    def __init__(self, *, config: TrainConfig, tokenizer, setter_prompt: str, solver: Solver, sandbox: Sandbox,
+                 solver_model: nn.Module | None, embedder, reference_distance: float, generator: torch.Generator):
         self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
-        self.solver, self.embedder, self.reference_distance = solver, embedder, reference_distance
+        self.solver, self.sandbox, self.solver_model = solver, sandbox, solver_model
+        self.embedder, self.reference_distance = embedder, reference_distance
         self.prompt_ids = torch.tensor(tokenizer(setter_prompt)["input_ids"])
         self.generator = generator
         self.puzzles_generated = 0  # over all ranks
@@ -52,8 +78,8 @@ class RolloutCallback(L.Callback):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         # every rank samples different puzzles from the same seed
         self.generator.manual_seed(self.config.trainer.seed * 1000 + trainer.global_rank)
-        if self.config.solver.llm != "frozen" and isinstance(self.solver.llm, HFLLM):
-            self.solver.llm.model.to(trainer.strategy.root_device)  # a Solver LM of its own samples beside the policy
+        if self.solver_model is not None:
+            self.solver_model.to(trainer.strategy.root_device)
 
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         """On resuming after a crash, forget the logs of the iteration that did not finish: the
@@ -63,9 +89,9 @@ class RolloutCallback(L.Callback):
             _keep_records(run_dir / "puzzles.jsonl", lambda record: record["index"] <= self.puzzles_generated)
             _keep_records(run_dir / "iterations.jsonl", lambda record: record["iteration"] < trainer.current_epoch)
 
-    def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+    def on_train_epoch_start(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
         clock = _Clock()
-        sandbox_before = self.solver.sandbox.busy_seconds
+        sandbox_before = self.sandbox.busy_seconds
         rollout = self.config.rollout
         with torch.no_grad(), rollout_precision(trainer.precision_plugin):
             streams = rank_share(rollout.n_envs, trainer.global_rank, trainer.world_size)
@@ -73,7 +99,8 @@ class RolloutCallback(L.Callback):
                                                     rollout.n_steps, rollout.temperature, rollout.top_p, self.generator)
             clock.lap("setter_sampling")
             texts = [episode.text for episode in episodes]
-            with _solver_weights(module, self.config.solver.llm):
+            # a Solver sampling from the frozen weights holds their model: with LoRA, the adapters go off
+            with module.frozen_weights() if self.config.solver.llm == "frozen" else contextlib.nullcontext():
                 judged = judge_puzzles(texts, self.solver)
             clock.lap("solver")  # the Solver's sampling and the sandbox
             distances = novelty_distances(texts, trainer.datamodule.archive, self.embedder,
@@ -83,11 +110,11 @@ class RolloutCallback(L.Callback):
             first_epoch = trainer.datamodule.draw_epoch(len(episodes))  # drawn now: the buffer is scored in it
             buffer, metrics = build_buffer(module, self.prompt_ids, episodes, scored, self.config, first_epoch)
             clock.lap("old_logprobs_and_values")
-        trainer.datamodule.buffer = buffer
-        clock.laps["sandbox"] = self.solver.sandbox.busy_seconds - sandbox_before
+        trainer.datamodule.set_buffer(buffer)
+        clock.laps["sandbox"] = self.sandbox.busy_seconds - sandbox_before
         self.clock = clock
         self.work = {"puzzles": len(episodes), "action_tokens": int(buffer.mask.sum())}  # this rank's
-        self._log(trainer, scored, truncated, metrics, clock.total())
+        self._log(trainer, RankRollout(scored, truncated, metrics, clock.total()))
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         """Where the iteration's time went, appended to iterations.jsonl (rank 0)."""
@@ -106,18 +133,17 @@ class RolloutCallback(L.Callback):
                                     "time/outside_models_frac": record["outside_models_frac"]},
                                    step=trainer.global_step)
 
-    def _log(self, trainer: L.Trainer, scored: list[ScoredPuzzle], truncated: int, metrics: dict[str, float],
-             seconds: float):
-        """`metrics` (`build_buffer`'s) are logged as their mean over the ranks (the explained variance is
-        already every rank's alike)."""
-        everyone = from_every_rank((scored, truncated, metrics, seconds))
+    def _log(self, trainer: L.Trainer, own: RankRollout) -> None:
+        """Every rank's rollout, logged by rank 0; `build_buffer`'s metrics as their mean over the ranks (the
+        explained variance is already every rank's alike)."""
+        everyone: list[RankRollout] = from_every_rank(own)
         if trainer.global_rank != 0:
-            self.puzzles_generated += sum(len(s) for s, *_ in everyone)
+            self.puzzles_generated += sum(len(rollout.scored) for rollout in everyone)
             return
         writer = trainer.logger.experiment
         iteration = trainer.current_epoch
         run_dir = Path(trainer.logger.log_dir)
-        all_scored = [puzzle for rank_scored, *_ in everyone for puzzle in rank_scored]
+        all_scored = [puzzle for rollout in everyone for puzzle in rollout.scored]
         with (run_dir / "puzzles.jsonl").open("a") as handle:
             for puzzle in all_scored:
                 self.puzzles_generated += 1
@@ -137,10 +163,10 @@ class RolloutCallback(L.Callback):
             "rollout/puzzles": len(all_scored),
             "rollout/valid_frac": sum(p.valid for p in all_scored) / count,
             "rollout/solved_frac": sum(p.passes > 0 for p in all_scored) / count,
-            "rollout/truncated": sum(t for _, t, *_ in everyone),
-            "rollout/puzzles_per_s": len(all_scored) / max(max(s for *_, s in everyone), 1e-9),
+            "rollout/truncated": sum(rollout.truncated for rollout in everyone),
+            "rollout/puzzles_per_s": len(all_scored) / max(max(rollout.seconds for rollout in everyone), 1e-9),
             "rollout/archive_size": len(trainer.datamodule.archive),
-            **{name: float(np.mean([rank_metrics[name] for _, _, rank_metrics, _ in everyone])) for name in metrics},
+            **{name: float(np.mean([rollout.metrics[name] for rollout in everyone])) for name in own.metrics},
         }, step=trainer.global_step)
         recent = "\n\n".join(f"R={p.reward:.2f} R_d={p.r_difficulty:.2f} R_n={p.r_novelty:.2f}\n\n    "
                              + p.text.replace("\n", "\n    ") for p in all_scored[-5:])
@@ -199,15 +225,9 @@ def rollout_precision(plugin):
     return plugin.forward_context()
 
 
-def _solver_weights(module, solver_llm: str):
-    """The frozen Solver samples from the frozen weights: a no-op for a separate copy; LoRA disables
-    adapters. A Solver LLM of its own needs neither."""
-    if solver_llm != "frozen" or module.frozen is not None:
-        return contextlib.nullcontext()
-    return module.policy.disable_adapter()
-
-
-def _gather_puzzles(texts, embeddings):
-    everyone = from_every_rank((list(texts), embeddings))
-    offset = sum(len(t) for t, _ in everyone[:rank()])
-    return [t for ts, _ in everyone for t in ts], np.concatenate([e for _, e in everyone]), offset
+def _gather_puzzles(texts: Sequence[str], embeddings: np.ndarray) -> tuple[list[str], np.ndarray, int]:
+    """`novelty_distances`'s `gather`: all ranks' puzzles and embeddings in rank order, and where this rank's begin."""
+    everyone: list[RankPuzzles] = from_every_rank(RankPuzzles(list(texts), embeddings))
+    offset = sum(len(puzzles.texts) for puzzles in everyone[:rank()])
+    return ([text for puzzles in everyone for text in puzzles.texts],
+            np.concatenate([puzzles.embeddings for puzzles in everyone]), offset)

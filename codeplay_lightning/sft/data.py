@@ -12,8 +12,8 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from codeplay_lightning.puzzles.files import read_puzzle_file, split_and_groups
 from codeplay_lightning.puzzles import Puzzle, in_classes, load_p3, load_p3_split, setter_prompt
+from codeplay_lightning.puzzles.files import read_puzzle_file, split_and_groups
 
 
 def training_puzzles(paths: Sequence[str | Path], p3_split: str | Path | None = None) -> list[Puzzle]:

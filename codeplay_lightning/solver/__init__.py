@@ -11,12 +11,12 @@
   applies unchanged.
 
 The Solver is frozen, so `solver.llm` may be any backend: the Setter's frozen weights or a model
-loaded apart (see `SolverConfig`).
+loaded apart (see `codeplay_lightning.config.SolverConfig`).
 """
 
-from codeplay_lightning.solver.base import STRATEGIES, Solver, SolverConfig, SolverResult, solver_sampling
+from codeplay_lightning.solver.base import Solver, SolverResult, solver_sampling
 from codeplay_lightning.solver.few_shot import FewShotSolver, PuzzleResult, candidate_program, difficulty
 from codeplay_lightning.solver.search_solver import SearchPuzzleResult, SearchSolver
 
-__all__ = ["STRATEGIES", "FewShotSolver", "PuzzleResult", "SearchPuzzleResult", "SearchSolver", "Solver",
-           "SolverConfig", "SolverResult", "candidate_program", "difficulty", "solver_sampling"]
+__all__ = ["FewShotSolver", "PuzzleResult", "SearchPuzzleResult", "SearchSolver", "Solver", "SolverResult",
+           "candidate_program", "difficulty", "solver_sampling"]

@@ -1,17 +1,14 @@
-"""What every Solver strategy shares: its config (kept with the other configs) and the interface the rollout reads."""
+"""What every Solver strategy shares: how its LLM samples and the interface the rollout calls (its config,
+`SolverConfig`, is kept with the other configs in `codeplay_lightning.config`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
-from codeplay_lightning.config import STRATEGIES, SolverConfig
-from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.llm.interface import LLM
+from codeplay_lightning.config import SolverConfig
 from codeplay_lightning.models.sampling import SamplingConfig
 from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle
-
-__all__ = ["STRATEGIES", "Solver", "SolverConfig", "SolverResult", "solver_sampling"]
 
 
 def solver_sampling(config: SolverConfig) -> SamplingConfig:
@@ -39,8 +36,8 @@ class SolverResult(Protocol):
 
 
 class Solver(Protocol):
-    llm: LLM
-    sandbox: Sandbox
+    """What the rollout calls. The LLM and sandbox a Solver works with are its own: the rollout is handed
+    those it moves and times."""
 
     def solve(self, puzzles: Sequence[Puzzle]) -> Sequence[SolverResult]:
         """One result per puzzle, in order."""

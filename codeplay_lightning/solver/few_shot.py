@@ -13,11 +13,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from codeplay_lightning.config import SolverConfig
 from codeplay_lightning.execution import Program, Sandbox, Verdict
 from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.puzzles import Puzzle, solver_prompt
 from codeplay_lightning.puzzles.parsing import UNPARSABLE
-from codeplay_lightning.solver.base import SolverConfig
 
 G_HEADER = "def g():"  # the end of every Solver prompt; a candidate is this plus the continuation
 LINE_BREAK = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")  # after each line break Python's parser counts: \n, \r\n, \r

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import torch
 
+from codeplay_lightning.config import SolverConfig
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import LLM
 from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.search import P3Task, SearchResult, make_search, run_searches
-from codeplay_lightning.solver.base import SolverConfig
 
 SEARCH_STRATEGIES = ("gif-mcts", "worldcoder")  # solver.strategy values that are make_search methods
 

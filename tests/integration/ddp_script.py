@@ -21,13 +21,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: the tiny model and tokenizer
 
-from support import build_char_tokenizer, stream_llama  # noqa: E402
+from support import CONFIGS, build_char_tokenizer, stream_llama  # noqa: E402
 
 from codeplay_lightning.config import load_config  # noqa: E402
 from codeplay_lightning.train import train  # noqa: E402
 
 HANG_SECONDS = 240  # a run takes ~20 s; the test's own timeout is longer
-CONFIGS = Path(__file__).parents[2] / "configs"
 # like test_training.tiny_config, with more minibatches than a rank has puzzles: some minibatches are
 # empty on one rank only, which must still step (and log) with the other
 OVERRIDES = ["trainer.precision=32-true", "model.name=tiny-stream", "rollout.n_envs=2", "rollout.n_steps=40",

@@ -35,7 +35,8 @@ def gradient_and_buffer(model, strategy: Strategy, world_size: int, rows: slice 
     """This rank's gradient of its loss on its puzzles `rows`, scored as one minibatch; its buffer and metrics."""
     torch.manual_seed(1)  # the value head's initialisation
     config = TrainConfig(ppo=PPOConfig(n_minibatches=1, ppo_epochs=1))
-    module = SetterPPOModule(copy.deepcopy(model), None, config.ppo, 0.8, 16, True, identity={})
+    module = SetterPPOModule(policy=copy.deepcopy(model), frozen=None, ppo=config.ppo, temperature=0.8,
+                             value_hidden=16, detach_value_trunk=True, identity={})
     module._trainer = SimpleNamespace(strategy=strategy, world_size=world_size)
     module.log_dict = lambda *args, **kwargs: None  # Lightning's logging needs a Trainer
     episodes, scored = (puzzle[rows] for puzzle in random_puzzles(LENGTHS))

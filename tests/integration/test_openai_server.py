@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.llama_server import embedded_gguf, llama_server
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import OpenAILLM, load_llm
-from benchmarks.llama_server import embedded_gguf, llama_server
 from codeplay_lightning.models.sampling import SamplingConfig
 from codeplay_lightning.puzzles import bundled_puzzles
 from codeplay_lightning.search import GifMcts, GifMctsConfig, P3Task, run_searches

@@ -7,16 +7,12 @@ Likewise for GPT-2 and Llama."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from model_families import tiny_model
-from support import scalar_values
+from support import CONFIGS, scalar_values
 
 from codeplay_lightning.config import load_config
 from codeplay_lightning.train import train
-
-CONFIGS = Path(__file__).parents[2] / "configs"
 
 
 @pytest.mark.parametrize("family", ["gpt_neo", "gpt2", "llama"])

@@ -14,6 +14,7 @@ import lightning as L
 import pytest
 import torch
 from support import (
+    CONFIGS,
     GOOD_MORNING,
     NEGATIVE_ROOT,
     SEVEN,
@@ -24,14 +25,12 @@ from support import (
 )
 
 from codeplay_lightning.config import ConfigError, load_config
+from codeplay_lightning.experiments.sweep import completed_iterations
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.setter import SetterPPOModule, rollout_callback
 from codeplay_lightning.setter.rollout import Episode, rank_share
-from codeplay_lightning.experiments.sweep import completed_iterations
 from codeplay_lightning.train import train
-
-CONFIGS = Path(__file__).parents[2] / "configs"
 
 
 def tiny_config(run_root: Path, *overrides: str):
@@ -283,7 +282,8 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
     prompt = setter_prompt(fewshot_puzzles()[:2])
     samples = sample(model, char_tokenizer, [prompt] * 3, SamplingConfig(20, temperature=0.7),
                      [torch.Generator().manual_seed(seed) for seed in range(3)])
-    module = SetterPPOModule(model, None, PPOConfig(), 0.7, 16, True, identity={})
+    module = SetterPPOModule(policy=model, frozen=None, ppo=PPOConfig(), temperature=0.7, value_hidden=16,
+                             detach_value_trunk=True, identity={})
     action_ids, mask = pad_actions([Episode(*row) for row in zip(samples.texts, samples.token_ids, samples.logprobs)])
     prompt_ids = torch.tensor(char_tokenizer(prompt)["input_ids"])
     with torch.no_grad():
@@ -354,11 +354,8 @@ def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model,
     assert finished_iterations(run_dir) == 2
 
 
-def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_tokenizer, valid_puzzles):
-    model_dir = tmp_path / "solver_model"
-    stream_model.save_pretrained(model_dir)
-    char_tokenizer.save_pretrained(model_dir)
-    run_dir = run(tmp_path, stream_model, char_tokenizer, "solver.strategy=worldcoder", f"solver.llm={model_dir}")
+def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_tokenizer, valid_puzzles, tiny_model_dir):
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "solver.strategy=worldcoder", f"solver.llm={tiny_model_dir}")
 
     puzzles = read_puzzles(run_dir)
     assert len(puzzles) == 6 and all(p["valid"] for p in puzzles)

@@ -47,14 +47,14 @@ def double(tmp_path, sandbox) -> AppsTask:
     ("pair_sums", PAIR_SUMS), ("pair_sums", PAIR_SUMS_BYTES), ("longest_run", LONGEST_RUN),
     ("reverse_words", REVERSE_WORDS), ("reverse_words", WITH_DEMO),
 ])
-def test_a_correct_solution_scores_1_and_is_strict(sandbox, problem, solution):
+def test_a_correct_solution_scores_1(sandbox, problem, solution):
     evaluation = AppsTask(FIXTURES / problem, sandbox).evaluate(solution)
-    assert evaluation == Evaluation(1.0, buggy=False) and evaluation.strict
+    assert evaluation == Evaluation(1.0, buggy=False)
 
 
 def test_a_partly_right_solution_shows_its_first_failing_example_from_the_first_half(double):
     evaluation = double.evaluate("n = int(input())\nprint(0 if n in (2, 5) else 2 * n)\n")  # fails tests 1 and 4
-    assert (evaluation.score, evaluation.buggy, evaluation.strict) == (4 / 6, False, False)
+    assert (evaluation.score, evaluation.buggy) == (4 / 6, False)
     assert evaluation.failing_example == "Input:\n2\nExpected:\n4\nGot:\n0"
 
 
@@ -109,26 +109,26 @@ def test_a_call_based_program_without_the_function_scores_0_and_says_why(sandbox
 
 
 def test_exit_ends_a_program_normally(double):
-    assert double.evaluate("n = int(input())\nprint(2 * n)\nexit()\nprint('unreachable')\n").strict
-    assert double.evaluate("import sys\nprint(2 * int(input()))\nsys.exit(3)\n").strict
+    assert double.evaluate("n = int(input())\nprint(2 * n)\nexit()\nprint('unreachable')\n").score == 1.0
+    assert double.evaluate("import sys\nprint(2 * int(input()))\nsys.exit(3)\n").score == 1.0
 
 
 def test_stdout_is_compared_line_by_line_without_trailing_whitespace(sandbox):
     task = AppsTask(FIXTURES / "pair_sums", sandbox)
     padded = PAIR_SUMS.replace("print(a + b)", "print(a + b, end='  \\n')") + "print()\nprint('   ')\n"
-    assert task.evaluate(padded).strict
+    assert task.evaluate(padded).score == 1.0
     one_line = "t = int(input())\nprint(*[sum(map(int, input().split())) for _ in range(t)])\n"
     assert task.evaluate(one_line).score == 2 / 5  # right only where t = 1
 
 
 def test_a_returned_value_matches_the_expected_one_or_its_one_element_list(tmp_path, sandbox):
     problem = write_problem(tmp_path / "twice", [[2], [3], [[1]]], [[4], 6, [[1, 1]]], fn_name="twice")
-    assert AppsTask(problem, sandbox).evaluate("def twice(x):\n    return x * 2\n").strict
+    assert AppsTask(problem, sandbox).evaluate("def twice(x):\n    return x * 2\n").score == 1.0
 
 
 def test_a_returned_tuple_compares_as_a_list_as_in_apps(tmp_path, sandbox):
     problem = write_problem(tmp_path / "pair", [[2], [3]], [[[2, 4]], [[3, 6]]], fn_name="pair")
-    assert AppsTask(problem, sandbox).evaluate("def pair(x):\n    return x, x * 2\n").strict
+    assert AppsTask(problem, sandbox).evaluate("def pair(x):\n    return x, x * 2\n").score == 1.0
 
 
 def test_the_description_says_how_the_program_is_called(sandbox):

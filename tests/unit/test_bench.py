@@ -1,7 +1,10 @@
-"""`codeplay bench`'s sandbox benchmark on a few programs: the sandbox, the naive harness and the
-in-process ceiling must reach identical verdicts (the model benchmarks need the real model)."""
+"""`codeplay bench` on small inputs: the sandbox benchmark's sandbox, naive harness and in-process ceiling must
+reach identical verdicts, and the archive benchmark's exact search and recall must be right (the model benchmarks
+need the real model)."""
 
-from benchmarks import run_benchmarks
+import numpy as np
+
+from benchmarks.archive import QUERY_CHUNK, bench_knn, exact_nearest, synthetic_embeddings
 from benchmarks.sandbox import bench_sandbox, benchmark_programs
 
 
@@ -11,9 +14,24 @@ def test_the_sandbox_benchmark_agrees_with_the_naive_harness_and_in_process_judg
     assert result["programs"] == 60 and result["sandbox_verdicts_per_s"] > 0 and result["naive_verdicts_per_s"] > 0
     assert result["bare_forks_per_s"] > 0 and 0 < result["fraction_of_bare_forks"] < 1
     assert set(result["status_counts"]) >= {"pass", "fail", "error"}
-    assert callable(run_benchmarks)
 
 
 def test_the_benchmark_mix_holds_every_kind_of_verdict():
     programs = benchmark_programs(300)
     assert len(programs) == 300 and len({program.f for program in programs}) == 300  # an f of its own each
+
+
+def test_exact_search_is_the_k_smallest_of_every_cosine_distance():
+    """Against one distance at a time, over more queries than one chunk of the matrix products."""
+    rng = np.random.default_rng(0)
+    stored, queries = synthetic_embeddings(rng, 40, 16), synthetic_embeddings(rng, QUERY_CHUNK + 3, 16)
+    assert stored.dtype == np.float32 and np.allclose(np.linalg.norm(stored, axis=1), 1, atol=1e-6)
+    slowest = [sorted(1 - float(np.dot(query, row)) for row in stored)[:5] for query in queries]
+    np.testing.assert_allclose(exact_nearest(stored, queries, 5), slowest, atol=1e-5)
+
+
+def test_the_knn_benchmark_on_a_small_archive_meets_its_recall_goal():
+    """At 2,000 vectors the index's search is all but exact: recall@5 at the goal, the novelty reward unchanged."""
+    result = bench_knn(archive_size=2000, dim=32, queries=300)
+    assert result["recall_at_5"] >= 0.95 and result["novelty_reward_error"] < 1e-3
+    assert result["exact_queries_per_s"] > 0 and result["hnsw_queries_per_s"] > 0

@@ -1,13 +1,18 @@
-"""`codeplay verify` end to end, and the puzzle-file reader behind it."""
+"""The `codeplay` command line: every command's help, a parser that imports no torch, the shared options;
+`codeplay verify` and `codeplay evaluate` end to end, and the puzzle-file reader behind them."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from codeplay_lightning.cli import main
-from codeplay_lightning.puzzles.files import read_puzzle_file
+from codeplay_lightning.cli import COMMANDS, build_parser, main
+from codeplay_lightning.commands import cwm
+from codeplay_lightning.config import RolloutConfig, SolverConfig
 from codeplay_lightning.puzzles import load_p3
+from codeplay_lightning.puzzles.files import read_puzzle_file
 
 FIXTURE_P3 = Path(__file__).parents[1] / "fixtures" / "p3_small" / "puzzles.json"
 F_HELLO = "def f(s: str):\n    return 'Hello ' + s == 'Hello world'"
@@ -59,14 +64,15 @@ def test_unreadable_file_is_a_one_line_error(tmp_path, capsys):
     assert error.startswith("error: cannot read") and "\n" not in error
 
 
-@pytest.mark.parametrize("timeout", ["nan", "inf", "1e300", "0", "-1", "soon"])
-def test_a_bad_timeout_is_refused_before_anything_runs(tmp_path, capsys, timeout):
+@pytest.mark.parametrize("option, value", [("--timeout", value) for value in ("nan", "inf", "1e300", "0", "-1", "soon")]
+                         + [("--workers", value) for value in ("0", "257", "1.5", "two")])
+def test_a_bad_sandbox_option_is_refused_before_anything_runs(tmp_path, capsys, option, value):
     source = write_jsonl(tmp_path / "pairs.jsonl", [{"f": F_HELLO, "g": "def g():\n    return 'world'"}])
     with pytest.raises(SystemExit) as exit_info:
-        main(["verify", str(source), "--timeout", timeout])
+        main(["verify", str(source), option, value])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "--timeout" in error and timeout in error
+    assert f"argument {option}: '{value}'" in error and option.removeprefix("--") + " must be" in error
 
 
 def test_program_text_cannot_drive_the_terminal(tmp_path, capsys):
@@ -104,18 +110,16 @@ def test_reader_keeps_p3_instances_without_solutions_as_entries_without_g():
     assert unsolved and {e.name for e in entries if e.g is None} == unsolved
 
 
-def test_evaluate_solver_writes_one_result_per_puzzle(tmp_path, tiny_llama, char_tokenizer, capsys):
-    model_dir = tmp_path / "tiny"
-    tiny_llama.save_pretrained(model_dir)
-    char_tokenizer.save_pretrained(model_dir)
+def test_evaluate_solver_writes_one_result_per_puzzle(tmp_path, tiny_model_dir, capsys):
     source = write_jsonl(tmp_path / "puzzles.jsonl", [
         {"name": "hello", "f": F_HELLO, "g": "ignored"},
         {"name": "three", "f": "def f(x: int):\n    return x == 3"},
         "{broken",
     ])
     out = tmp_path / "eval"
-    assert main(["evaluate", "--puzzles", str(source), "--attempts", "2", "--llm", str(model_dir), "--fewshot", "2",
-                 "--max-new-tokens", "6", "--batch-size", "3", "--dtype", "float32", "--out", str(out)]) == 0
+    assert main(["evaluate", "--puzzles", str(source), "--attempts", "2", "--llm", str(tiny_model_dir),
+                 "--fewshot", "2", "--max-new-tokens", "6", "--batch-size", "3", "--dtype", "float32",
+                 "--out", str(out)]) == 0
     results = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
     assert [r["name"] for r in results] == ["hello", "three"]
     for result in results:
@@ -128,10 +132,7 @@ def test_evaluate_solver_writes_one_result_per_puzzle(tmp_path, tiny_llama, char
     assert "line 3 is not JSON" in captured.err and "pass@2" in captured.out
 
 
-def test_evaluate_reads_one_split_of_a_corpus_file(tmp_path, tiny_llama, char_tokenizer):
-    model_dir = tmp_path / "tiny"
-    tiny_llama.save_pretrained(model_dir)
-    char_tokenizer.save_pretrained(model_dir)
+def test_evaluate_reads_one_split_of_a_corpus_file(tmp_path, tiny_model_dir):
     corpus = tmp_path / "corpus.json"
     assert main(["corpus", "--n", "12", "--seed", "3", "--out", str(corpus)]) == 0
     entries = json.loads(corpus.read_text())
@@ -139,21 +140,18 @@ def test_evaluate_reads_one_split_of_a_corpus_file(tmp_path, tiny_llama, char_to
     train = [e["name"] for e in entries if e["split"] == "train"]
     out = tmp_path / "eval"
     assert main(["evaluate", "--puzzles", str(corpus), "--split", "train", "--limit", "5", "--attempts", "1",
-                 "--llm", str(model_dir),
+                 "--llm", str(tiny_model_dir),
                  "--fewshot", "1", "--max-new-tokens", "4", "--dtype", "float32", "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
     assert [row["name"] for row in rows] == train[:5]
     assert all(row["group"] == row["name"].split(":")[0] for row in rows)
-    assert main(["evaluate", "--puzzles", str(corpus), "--split", "test", "--llm", str(model_dir),
+    assert main(["evaluate", "--puzzles", str(corpus), "--split", "test", "--llm", str(tiny_model_dir),
                  "--out", str(out)]) == 2
 
 
-def test_evaluate_setter_reports_rates(tmp_path, tiny_llama, char_tokenizer):
-    model_dir = tmp_path / "tiny"
-    tiny_llama.save_pretrained(model_dir)
-    char_tokenizer.save_pretrained(model_dir)
+def test_evaluate_setter_reports_rates(tmp_path, tiny_model_dir):
     out = tmp_path / "setter"
-    assert main(["evaluate", "--setter", "3", "--attempts", "1", "--llm", str(model_dir), "--fewshot", "1",
+    assert main(["evaluate", "--setter", "3", "--attempts", "1", "--llm", str(tiny_model_dir), "--fewshot", "1",
                  "--max-new-tokens", "8", "--dtype", "float32", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
@@ -173,18 +171,21 @@ def test_the_warmstart_alias_without_its_adapter_says_how_to_build_it(tmp_path):
     ["evaluate", "--setter", "1", "--out", "{tmp}/eval"],
     ["synthesize", "--task", "p3", "bundled", "--limit", "1", "--out", "{tmp}/synthesis"],
 ])
-@pytest.mark.parametrize("option, cuda, device", [
-    ([], False, "cpu"), ([], True, "cuda"), (["--device", "cpu"], True, "cpu"),
-    (["--device", "cuda:1"], True, "cuda:1"),
+@pytest.mark.parametrize("option, cuda, capability, device, dtype", [
+    ([], False, None, "cpu", "bfloat16"),
+    ([], True, (8, 0), "cuda", "bfloat16"),
+    (["--device", "cuda:1"], True, (7, 5), "cuda:1", "float32"),  # before Ampere bf16 is only emulated
+    (["--device", "cpu", "--dtype", "float32"], True, None, "cpu", "float32"),
 ])
-def test_the_device_option_reaches_the_model_loader(tmp_path, monkeypatch, model_loads, command, option, cuda,
-                                                    device):
+def test_the_device_and_dtype_reach_the_model_loader(tmp_path, monkeypatch, model_loads, command, option, cuda,
+                                                     capability, device, dtype):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2 if cuda else 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: capability)
     assert main([item.replace("{tmp}", str(tmp_path)) for item in command + option]) == 2
-    assert [load["device"] for load in model_loads] == [device]
+    assert [(load["device"], load["dtype"]) for load in model_loads] == [(device, getattr(torch, dtype))]
 
 
 @pytest.mark.parametrize("device, message", [("gpu", "'gpu' is not a device: auto, cpu, cuda or cuda:N"),
@@ -199,3 +200,36 @@ def test_a_bad_device_is_one_line_before_any_model_loads(tmp_path, monkeypatch, 
         main(["evaluate", "--setter", "1", "--device", device, "--out", str(tmp_path)])
     assert exit_info.value.code == 2 and not model_loads
     assert f"argument --device: {message}" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("words", [[name] for name in COMMANDS] + [["cwm", action] for action in cwm.ACTIONS])
+def test_every_command_and_cwm_action_explains_itself(capsys, words):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*words, "--help"])
+    assert exit_info.value.code == 0
+    help_text = capsys.readouterr().out
+    module = cwm.ACTIONS[words[1]] if len(words) == 2 else COMMANDS[words[0]]
+    assert help_text.startswith(f"usage: codeplay {' '.join(words)} ")
+    assert " ".join(module.HELP.split()) in " ".join(help_text.split())
+
+
+def test_the_parser_imports_no_torch_transformers_or_lightning():
+    """`codeplay verify` and `--help` start fast: only a command that loads a model imports them, when it runs."""
+    check = ("import sys\nfrom codeplay_lightning.cli import build_parser\n"
+             "build_parser().parse_args(['verify', 'pairs.jsonl', '--workers', '3', '--timeout', '2'])\n"
+             "print(sorted({'torch', 'transformers', 'lightning'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_evaluate_samples_as_the_configs_do():
+    args = build_parser().parse_args(["evaluate", "--setter", "1", "--out", "eval"])
+    assert (args.max_new_tokens, args.temperature, args.fewshot) == (
+        SolverConfig.max_new_tokens, SolverConfig.temperature, RolloutConfig.fewshot)
+
+
+def test_both_synthesis_commands_sample_alike():
+    keys = ("llm", "dtype", "seed", "max_new_tokens", "temperature", "top_p", "top_k")
+    programs = vars(build_parser().parse_args(["synthesize", "--task", "p3", "bundled"]))
+    models = vars(build_parser().parse_args(["cwm", "synthesize", "--data", "d", "--env", "e", "--out", "o"]))
+    assert {key: programs[key] for key in keys} == {key: models[key] for key in keys}

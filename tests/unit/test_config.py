@@ -4,10 +4,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import CONFIGS
 
 from codeplay_lightning.config import ConfigError, load_config
 
-CONFIGS = Path(__file__).parents[2] / "configs"
 P3_SMALL = Path(__file__).parents[1] / "fixtures" / "p3_small"
 
 

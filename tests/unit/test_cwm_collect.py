@@ -51,10 +51,10 @@ def test_collection_is_a_function_of_the_seed():
     assert not np.array_equal(first.observations[0], other.observations[0])
 
 
-def test_pendulum_transitions_are_the_true_environments():
+def test_pendulum_transitions_are_the_true_environments(collected):
     from codeplay_lightning.cwm.oracle import true_predictions
 
-    data = collect("Pendulum-v1", seed=1, random_episodes=1, better_episodes=1)
+    data = collected["Pendulum-v1"]
     predictions = true_predictions(data)
     np.testing.assert_allclose(predictions.next_observations, data.next_observations, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(predictions.rewards, data.rewards, rtol=1e-6, atol=1e-6)

@@ -14,15 +14,9 @@ from codeplay_lightning.cwm.metric import Predictions, accuracy
 from codeplay_lightning.execution import Sandbox
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout=5.0, modules=("numpy",)) as sandbox:
-        yield sandbox
-
-
-def test_predictions_from_the_sandbox_equal_the_model_run_here(sandbox):
+def test_predictions_from_the_sandbox_equal_the_model_run_here(numpy_sandbox):
     data = cartpole_rollout()
-    predictions = predict(sandbox, CARTPOLE_MODEL, data)
+    predictions = predict(numpy_sandbox, CARTPOLE_MODEL, data)
     assert isinstance(predictions, Predictions)
     here = load_model(CARTPOLE_MODEL)()
     for i in range(len(data)):
@@ -43,22 +37,22 @@ BROKEN_STEP = {
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN_STEP))
-def test_malformed_results_are_bugs_naming_the_problem(sandbox, case):
+def test_malformed_results_are_bugs_naming_the_problem(numpy_sandbox, case):
     statement, message = BROKEN_STEP[case]
     code = CARTPOLE_MODEL.replace("return self.state, 1.0, done", statement)
-    bug = predict(sandbox, code, cartpole_rollout(5))
+    bug = predict(numpy_sandbox, code, cartpole_rollout(5))
     assert isinstance(bug, Bug) and bug.kind == "error" and message in bug.detail
 
 
-def test_an_exception_is_a_bug_with_the_model_line(sandbox):
+def test_an_exception_is_a_bug_with_the_model_line(numpy_sandbox):
     code = CARTPOLE_MODEL.replace("force = self.force if action == 1 else -self.force",
                                   "force = self.forces[action]")
-    bug = predict(sandbox, code, cartpole_rollout(5))
+    bug = predict(numpy_sandbox, code, cartpole_rollout(5))
     line = next(number for number, text in enumerate(code.splitlines(), 1) if "self.forces[action]" in text)
     assert isinstance(bug, Bug) and "AttributeError" in bug.detail and f"line {line}," in bug.detail
 
 
-def test_the_bug_is_that_of_the_first_transition_that_failed(sandbox):
+def test_the_bug_is_that_of_the_first_transition_that_failed(numpy_sandbox):
     """Transitions 3 and 4 both raise, 4 at once and 3 after a while: the bug is 3's all the same."""
     data = cartpole_rollout(8)
     third, fourth = (data.observations[i].tolist() for i in (3, 4))
@@ -77,7 +71,7 @@ class Environment(_Right):
         if self.state.tolist() == {fourth!r}:
             raise ValueError("transition 4")
 """
-    bug = predict(sandbox, code, data)
+    bug = predict(numpy_sandbox, code, data)
     line = next(number for number, text in enumerate(code.splitlines(), 1) if '"transition 3"' in text)
     assert isinstance(bug, Bug) and bug.kind == "error" and f"line {line}," in bug.detail
     assert "ValueError: transition 3" in bug.detail and "transition 4" not in bug.detail
@@ -94,7 +88,7 @@ def test_a_model_that_loops_is_a_timeout_bug_found_in_one_timeout():
     assert seconds < 5.0  # 40 transitions run to the limit, two at a time: 10 s
 
 
-def test_a_model_that_tampers_with_the_harness_gets_no_score(sandbox):
+def test_a_model_that_tampers_with_the_harness_gets_no_score(numpy_sandbox):
     """The model's module runs first: replacing what the harness uses yields a bug, not predictions."""
     code = CARTPOLE_MODEL + "\nimport builtins\nbuiltins.float = lambda value: 'x'\n"
-    assert isinstance(predict(sandbox, code, cartpole_rollout(5)), Bug)
+    assert isinstance(predict(numpy_sandbox, code, cartpole_rollout(5)), Bug)

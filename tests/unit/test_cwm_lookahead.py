@@ -9,7 +9,7 @@ from cwm_support import CARTPOLE_MODEL
 
 from codeplay_lightning.cwm.harness import predict
 from codeplay_lightning.cwm.metric import Predictions, accuracy
-from codeplay_lightning.execution import Call, Sandbox
+from codeplay_lightning.execution import Call
 
 pytest.importorskip("gymnasium")
 
@@ -110,12 +110,6 @@ def predict_all(batch):
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout=10.0, modules=("numpy",)) as sandbox:
-        yield sandbox
-
-
-@pytest.fixture(scope="module")
 def data():
     from codeplay_lightning.cwm.collect import collect
 
@@ -123,25 +117,25 @@ def data():
     return search.select(np.arange(len(search)) < ROWS)
 
 
-def test_the_lookahead_model_reads_the_next_states_off_a_batch_in_one_call(sandbox, data):
+def test_the_lookahead_model_reads_the_next_states_off_a_batch_in_one_call(numpy_sandbox, data):
     """What it did to the harness that sent a whole split to one call."""
     batch = {"states": data.observations.tolist(), "actions": data.actions.tolist()}
-    (verdict,) = sandbox.apply([Call(LOOKAHEAD + ONE_CALL_FOR_ALL, "predict_all", batch)])
+    (verdict,) = numpy_sandbox.apply([Call(LOOKAHEAD + ONE_CALL_FOR_ALL, "predict_all", batch)])
     assert verdict.status == "returned"
     read_off = (np.array(verdict.value) == data.next_observations).all(axis=1)
     assert read_off.mean() > 0.9 and data.terminated.any()
 
 
-def test_one_transition_per_process_gives_the_lookahead_model_nothing_to_read(sandbox, data):
+def test_one_transition_per_process_gives_the_lookahead_model_nothing_to_read(numpy_sandbox, data):
     """It scores as the no-op model, the first time and the second (nothing is left of the first)."""
-    no_op = predict(sandbox, NO_OP, data)
+    no_op = predict(numpy_sandbox, NO_OP, data)
     assert isinstance(no_op, Predictions) and accuracy(data, no_op) < 0.7
     for _ in range(2):
-        lookahead = predict(sandbox, LOOKAHEAD, data)
+        lookahead = predict(numpy_sandbox, LOOKAHEAD, data)
         assert isinstance(lookahead, Predictions)
         assert lookahead.next_observations.tolist() == no_op.next_observations.tolist()
         assert accuracy(data, lookahead) == accuracy(data, no_op)
 
 
-def test_the_true_dynamics_still_score_one_on_real_transitions(sandbox, data):
-    assert accuracy(data, predict(sandbox, CARTPOLE_MODEL, data)) == 1.0
+def test_the_true_dynamics_still_score_one_on_real_transitions(numpy_sandbox, data):
+    assert accuracy(data, predict(numpy_sandbox, CARTPOLE_MODEL, data)) == 1.0

@@ -46,7 +46,8 @@ def naive_official(data: Transitions, predictions: Predictions) -> float:
         else:
             matched = 0
             for predicted, recorded in zip(predictions.next_observations[i], data.next_observations[i]):
-                matched += int(predicted == recorded) if exact else int(abs(predicted - recorded) <= 1e-5 + 1e-5 * abs(recorded))
+                close = abs(predicted - recorded) <= 1e-5 + 1e-5 * abs(recorded)
+                matched += int(predicted == recorded) if exact else int(close)
             score = matched / data.next_observations.shape[1] / 3 + reward_right / 3 + done_right / 3
         per_transition.append(score)
         weights.append(1 / sum(float(r) == recorded_reward for r in data.rewards))

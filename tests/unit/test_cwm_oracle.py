@@ -66,7 +66,7 @@ def test_a_fresh_model_set_to_the_observation_predicts_the_real_step(env_id):
 def test_walker2d_is_exact_except_from_an_observation_with_a_clipped_velocity():
     pytest.importorskip("mujoco")
     clipped_seen = 0
-    for observation, action, next_observation, reward, terminated, _ in rollout("Walker2d-v4", steps=60):
+    for observation, action, next_observation, reward, _, _ in rollout("Walker2d-v4", steps=60):
         predicted, predicted_reward, _ = predict("Walker2d-v4", observation, action)
         exact = np.allclose(predicted, next_observation, rtol=1e-9, atol=1e-9) and np.isclose(predicted_reward, reward)
         clipped = bool(np.any(np.abs(observation[8:]) == 10.0))  # the observation clips qvel to ±10
@@ -78,7 +78,7 @@ def test_walker2d_is_exact_except_from_an_observation_with_a_clipped_velocity():
 def test_pusher_is_exact_while_the_object_is_at_rest():
     """The object's velocity is not observed; its observed position and the arm tip's lag one substep."""
     pytest.importorskip("mujoco")
-    for observation, action, next_observation, reward, terminated, moving in rollout("Pusher-v4", steps=40):
+    for observation, action, next_observation, reward, _, moving in rollout("Pusher-v4", steps=40):
         predicted, predicted_reward, _ = predict("Pusher-v4", observation, action)
         if not moving:
             np.testing.assert_allclose(predicted, next_observation, rtol=1e-9, atol=1e-9)
@@ -142,7 +142,7 @@ def test_blackjack_deterministic_parts_are_exact():
     """A stick ends the episode without changing the observation; the dealer's draws make its reward
     random. A hit from 11 or less (or with a usable ace) cannot bust; the card it draws is random."""
     sticks = 0
-    for observation, action, next_observation, reward, terminated, _ in rollout("Blackjack-v1", steps=100):
+    for observation, action, next_observation, _, terminated, _ in rollout("Blackjack-v1", steps=100):
         predicted, _, predicted_terminated = predict("Blackjack-v1", observation, action)
         if action == 0:
             sticks += 1

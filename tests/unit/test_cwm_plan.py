@@ -18,15 +18,9 @@ from codeplay_lightning.cwm.plan import (
     plan_program,
     true_model_policy,
 )
-from codeplay_lightning.execution import Call, Sandbox
+from codeplay_lightning.execution import Call
 
 pytest.importorskip("gymnasium")
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=1, timeout=30.0, modules=("numpy",)) as sandbox:
-        yield sandbox
 
 
 def test_normalised_return_against_its_definition():
@@ -43,29 +37,30 @@ def test_normalised_return_against_its_definition():
     assert all(math.isnan(x) for x in normalised_return([2.0, 2.0], [2.0, 2.0], [5.0, 1.0]))
 
 
-def test_the_sandboxed_planner_pushes_a_falling_pole_back(sandbox):
+def test_the_sandboxed_planner_pushes_a_falling_pole_back(numpy_sandbox):
     """Pole leaning right and falling right: MCTS on the model pushes the cart right (action 1)."""
     request = {"kind": "float32", "discrete": True, "dimension": 4, "observation": [0.0, 0.0, 0.1, 0.5],
                "seed": 0, "n_actions": 2, "settings": CPU.mcts()}
-    (verdict,) = sandbox.apply([Call(plan_program(CARTPOLE_MODEL), PLAN_ENTRY, request)])
+    (verdict,) = numpy_sandbox.apply([Call(plan_program(CARTPOLE_MODEL), PLAN_ENTRY, request)])
     assert (verdict.status, verdict.value) == ("returned", 1)
     request["observation"] = [0.0, 0.0, -0.1, -0.5]
-    (verdict,) = sandbox.apply([Call(plan_program(CARTPOLE_MODEL), PLAN_ENTRY, request)])
+    (verdict,) = numpy_sandbox.apply([Call(plan_program(CARTPOLE_MODEL), PLAN_ENTRY, request)])
     assert (verdict.status, verdict.value) == ("returned", 0)
 
 
-def test_planning_with_a_written_model_balances_the_real_cartpole(sandbox):
+def test_planning_with_a_written_model_balances_the_real_cartpole(numpy_sandbox):
     settings = PlanningSettings(episodes=2, max_steps=60, simulations=10, rollout_steps=20)
-    result = evaluate_planning("CartPole-v1", model_policy("CartPole-v1", CARTPOLE_MODEL, sandbox, settings), settings)
+    policy = model_policy("CartPole-v1", CARTPOLE_MODEL, numpy_sandbox, settings)
+    result = evaluate_planning("CartPole-v1", policy, settings)
     assert result.model_bug == "" and len(result.model_returns) == 2
     assert min(result.model_returns) == 60.0 and min(result.true_returns) == 60.0  # never fell within 60 steps
     assert max(result.random_returns) < 60.0
 
 
-def test_a_crashing_model_scores_as_random_with_its_error(sandbox):
+def test_a_crashing_model_scores_as_random_with_its_error(numpy_sandbox):
     settings = PlanningSettings(episodes=1, max_steps=10, simulations=4, rollout_steps=5)
     crashing = CARTPOLE_MODEL.replace("force = self.force if action == 1 else -self.force", "force = self.forces")
-    result = evaluate_planning("CartPole-v1", model_policy("CartPole-v1", crashing, sandbox, settings), settings)
+    result = evaluate_planning("CartPole-v1", model_policy("CartPole-v1", crashing, numpy_sandbox, settings), settings)
     assert result.model_returns == result.random_returns and "AttributeError" in result.model_bug
     assert result.normalised == pytest.approx(0.0) or math.isnan(result.normalised)
 

@@ -1,13 +1,17 @@
-"""pass@k against enumerating every k-subset of the samples; the Solver and Setter summaries."""
+"""pass@k against enumerating every k-subset of the samples; the Solver and Setter summaries; the Setter
+evaluation judged and scored as training scores puzzles."""
 
 import itertools
 
 import pytest
+from support import ScriptedLLM
 
-from codeplay_lightning.setter.evaluation import setter_summary
-from codeplay_lightning.solver.evaluation import pass_at_k, solver_summary
+from codeplay_lightning.config import SolverConfig
 from codeplay_lightning.execution import Program, Verdict
-from codeplay_lightning.puzzles import Puzzle
+from codeplay_lightning.puzzles import Puzzle, fewshot_puzzles
+from codeplay_lightning.setter.evaluation import evaluate_setter, setter_summary
+from codeplay_lightning.solver import FewShotSolver
+from codeplay_lightning.solver.evaluation import pass_at_k, solver_summary
 from codeplay_lightning.solver.few_shot import PuzzleResult
 
 
@@ -48,9 +52,27 @@ def test_solver_summary_averages_per_puzzle_and_per_group():
 
 
 def test_setter_summary_counts_distinct_valid_texts():
-    texts = ["def f(x: int):\n    return x == 1", "def f(x: int):\n    return  x == 1", "oops", "def f(s: str):\n    return s"]
+    texts = ["def f(x: int):\n    return x == 1", "def f(x: int):\n    return  x == 1", "oops",
+             "def f(s: str):\n    return s"]
     summary = setter_summary(texts, [True, True, False, True], [True, False, False], [0.5, 0.1, 0.9, 0.3])
     assert summary["valid"] == 0.75 and summary["solved"] == 0.25
     assert summary["solved_of_valid"] == pytest.approx(1 / 3)
     assert summary["distinct"] == 0.5  # the first two differ only in whitespace
     assert summary["mean_r_n"] == pytest.approx(0.45)
+
+
+def test_the_setter_evaluation_judges_solves_and_scores_novelty_in_sampling_order(sandbox):
+    solved = "def f(x: int):\n    return x == 7123"
+    texts = [solved, solved.replace("return ", "return  "), "def f(x):\n    return x",
+             "def f(s: str):\n    return s[::-1] == 'abc'"]
+    solver = FewShotSolver(ScriptedLLM(lambda prompt: "\n    return 7123"), sandbox, fewshot_puzzles()[:1],
+                           SolverConfig(attempts=2))
+    summary, rows = evaluate_setter(texts, solver)
+    assert [row["valid"] for row in rows] == [True, True, False, True]
+    assert [row["solved"] for row in rows] == [True, True, False, False]
+    assert "annotation" in rows[2]["reason"]
+    r_n = [row["r_n"] for row in rows]
+    assert r_n[0] == 1.0  # nothing archived before the first puzzle
+    assert r_n[1] < 0.1 < r_n[3]  # the second is the first again, in other whitespace
+    assert summary == setter_summary(texts, [True, True, False, True], [True, True, False], r_n)
+    assert summary["distinct"] == 0.5 and summary["solved"] == 0.5

@@ -65,6 +65,11 @@ def run(tree, llm):
     return run_searches([tree], llm)[0]
 
 
+def iterate(tree: GifMcts, llm: ScriptedLLM) -> Node:
+    """One iteration as `run_searches` makes it: selection's prompt, one LLM call, then the rest."""
+    return tree.receive(llm.complete(tree.prompts()))
+
+
 def bonus(parent_visits: int, same_type: int) -> float:
     return 0.1 * math.sqrt(math.log(parent_visits) / (same_type + 1.0))
 
@@ -74,7 +79,7 @@ def bonus(parent_visits: int, same_type: int) -> float:
 
 def test_generate_keeps_two_new_lines_as_state_and_the_rest_as_rollout():
     tree, llm = search([gen(0.4)])
-    child = tree.iterate(llm)
+    child = iterate(tree, llm)
     assert (child.action, child.rollout) == (GENERATE, "    return x\n")
     assert child.state == "def g():\n    x = 1\n    # score 0.4\n"
     assert child.program == "def g():\n    x = 1\n    # score 0.4\n    return x\n"  # what was evaluated
@@ -84,7 +89,7 @@ def test_generate_keeps_two_new_lines_as_state_and_the_rest_as_rollout():
 
 def test_uct_choice_priors_and_weight_fit_hand_computed():
     tree, llm = search([gen(0.4), gen(0.0)])
-    first = tree.iterate(llm)
+    first = iterate(tree, llm)
     assert (tree.root.visits, first.visits) == (2, 1)  # visits count at backpropagation, the root from 1
     scores = {id(choice) if isinstance(choice, Node) else choice: uct for uct, choice in tree.uct_scores(tree.root)}
     v_global = (0.5 * 2 + 0.4) / 3  # generate prior 0.5 with count 2, plus the first child's 0.4
@@ -94,7 +99,7 @@ def test_uct_choice_priors_and_weight_fit_hand_computed():
     assert scores[id(first)] == pytest.approx(0.4 + bonus(2, 1))
     assert scores[GENERATE] == pytest.approx((v_global + v_local) / 2 + bonus(2, 1))  # w_G = w_L = 1
     assert tree.select(tree.root) == GENERATE  # 0.4333 > 0.4: a second generate at the root
-    second = tree.iterate(llm)
+    second = iterate(tree, llm)
     assert tree.root.children == [first, second]
     assert tree.global_value(GENERATE) == pytest.approx((1.0 + 0.4 + 0.0) / 4)
     # one gradient step on log w of ½(prediction − 0)², prediction = 0.4333
@@ -112,7 +117,7 @@ def test_uct_choice_priors_and_weight_fit_hand_computed():
 def test_root_only_generates_and_expansion_adds_a_sibling_of_the_same_type():
     tree, llm = search([gen(0.4), rewrite(0.5)])
     assert tree.actions(tree.root) == [GENERATE]
-    child = tree.iterate(llm)
+    child = iterate(tree, llm)
     assert tree.actions(child) == [GENERATE, IMPROVE]
     assert GENERATE in [choice for _, choice in tree.uct_scores(tree.root)]  # a fresh generate next to `child`
     improved = tree.expand(child, IMPROVE, llm.complete([tree.prompt(child, IMPROVE)])[0])
@@ -126,12 +131,12 @@ def test_root_only_generates_and_expansion_adds_a_sibling_of_the_same_type():
 
 def test_buggy_nodes_get_fixes_with_decreasing_temporary_values_never_backpropagated():
     tree, llm = search([BUG, rewrite("BUG"), rewrite("BUG"), rewrite("BUG"), gen(1)])
-    buggy = tree.iterate(llm)
+    buggy = iterate(tree, llm)
     assert buggy.buggy and buggy.temp_value == pytest.approx(0.99) and tree.actions(buggy) == [FIX]
     assert tree.root.value_count == 0 and tree.root.value == 0.0  # neither 0.99 nor 0 went up
     temps = []
     for _ in range(3):  # the buggy chain wins UCT over a fresh generate until its fixes run out
-        fixed = tree.iterate(llm)
+        fixed = iterate(tree, llm)
         assert fixed.action == FIX and fixed.buggy
         temps.append(buggy.temp_value)
         assert tree.root.value_count == 0
@@ -146,8 +151,8 @@ def test_buggy_nodes_get_fixes_with_decreasing_temporary_values_never_backpropag
 
 def test_successful_fix_sets_the_chain_value_and_backpropagates():
     tree, llm = search([BUG, rewrite(0.7)])
-    buggy = tree.iterate(llm)
-    fixed = tree.iterate(llm)
+    buggy = iterate(tree, llm)
+    fixed = iterate(tree, llm)
     assert fixed.action == FIX and not fixed.buggy
     assert buggy.value == pytest.approx(0.7) and buggy.selection_value == pytest.approx(0.7)
     assert tree.root.value == pytest.approx(0.7) and tree.root.value_count == 1
@@ -156,7 +161,7 @@ def test_successful_fix_sets_the_chain_value_and_backpropagates():
 
 def test_an_explored_childs_bonus_counts_its_own_visits_as_in_the_authors_code():
     tree, llm = search([gen(0.4), gen(0.4)])
-    first, second = tree.iterate(llm), tree.iterate(llm)
+    first, second = iterate(tree, llm), iterate(tree, llm)
     first.visits, second.visits, tree.root.visits = 15, 1, 17
     scores = {id(choice): uct for uct, choice in tree.uct_scores(tree.root) if isinstance(choice, Node)}
     assert scores[id(first)] == pytest.approx(0.4 + 0.1 * math.sqrt(math.log(17) / 16))
@@ -168,7 +173,7 @@ def test_uct_ties_are_broken_at_random_reproducibly_by_seed():
     def picks(seed: int) -> list[int]:
         tree = GifMcts(FakeTask(), GifMctsConfig(budget=50), seed=seed)
         llm = ScriptedLLM([gen(0.4)] * 3)
-        children = [tree.iterate(llm) for _ in range(3)]
+        children = [iterate(tree, llm) for _ in range(3)]
         for child in children:  # three identical siblings: equal UCT, and above every fresh action
             child.value_sum, child.value_count, child.visits = 0.9, 1, 1
         return [children.index(tree.select(tree.root)) for _ in range(30)]
@@ -192,15 +197,22 @@ def test_budget_is_respected_exactly():
     assert result.score == pytest.approx(0.2)
 
 
-def test_tree_json_round_trip():
+def test_json_records_the_whole_tree():
     tree, llm = search([gen(0.4), BUG, rewrite(0.5), gen(0.1), rewrite(0.3)], budget=5)
     run(tree, llm)
-    text = tree.to_json()
-    data = json.loads(text)
-    assert {"action", "state", "program", "value", "visits", "buggy", "children"} <= set(data["root"])
-    restored = GifMcts.from_json(text, FakeTask(), GifMctsConfig(budget=5))
-    assert restored.to_json() == text
-    assert restored.best.score == tree.best.score and restored.calls == 5
+    data = json.loads(tree.to_json())
+    assert (data["method"], data["calls"], data["solved_at"], data["weights"]) == ("gif-mcts", 5, None, tree.weights)
+
+    def walk(node: dict):
+        yield node
+        for child in node["children"]:
+            yield from walk(child)
+
+    recorded = [(node["action"], node["program"], node["score"], node["value"], node["visits"], node["buggy"])
+                for node in walk(data["root"])]
+    assert recorded == [(node.action, node.program, node.score, node.value, node.visits, node.buggy)
+                        for node in tree.root.walk()]
+    assert len(recorded) == 6  # the root + one node per call
 
 
 def test_extract_code_takes_the_last_fenced_block():

@@ -22,8 +22,6 @@ PROMPTS = [FEW_SHOT + "def f(x: int):\n    return x > 3\n", FEW_SHOT + "assert f
 STOPS = tuple("aeiou\n:>")
 FAST = {"llama", "gpt2", "gpt_neox", "phi"}
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def model(request, char_tokenizer):

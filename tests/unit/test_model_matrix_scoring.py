@@ -39,8 +39,6 @@ FAST = {"llama", "gpt2", "gpt_neox", "phi"}
 TOLERANCES = {"fp32": {"atol": 1e-5, "rtol": 1e-5, "grad": 1e-4},
               "bf16": {"atol": 0.1, "rtol": 0.01, "grad": 0.05}}
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def inputs(vocab_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The prompt (P,), right-padded action ids (B, T) (padding id 0, as the buffer pads) and their mask."""
@@ -162,7 +160,8 @@ def test_an_unchecked_model_type_is_refused_in_one_line(char_tokenizer):
                                      num_attention_heads=4, word_embed_proj_dim=32, max_position_embeddings=64))
     prompt_ids, action_ids, mask = inputs(len(char_tokenizer))
     for refuse in (lambda: score_actions(model, prompt_ids, action_ids, mask, TEMPERATURE),
-                   lambda: SetterPPOModule(model, None, PPOConfig(), TEMPERATURE, 16, True, identity={})):
+                   lambda: SetterPPOModule(policy=model, frozen=None, ppo=PPOConfig(), temperature=TEMPERATURE,
+                                           value_hidden=16, detach_value_trunk=True, identity={})):
         with pytest.raises(UnsupportedModel, match="model type 'opt'") as refusal:
             refuse()
         assert "\n" not in str(refusal.value)

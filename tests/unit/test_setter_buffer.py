@@ -24,16 +24,18 @@ def test_the_old_logprobs_are_the_first_epochs_bit_for_bit_under_bf16(tiny_llama
     config = TrainConfig(ppo=PPOConfig(n_minibatches=3, ppo_epochs=2, kl_coef=0.1))
     torch.manual_seed(1)  # the value head's initialisation
     frozen = copy.deepcopy(tiny_llama).requires_grad_(False).to(torch.bfloat16)
-    module = SetterPPOModule(copy.deepcopy(tiny_llama), frozen, config.ppo, 0.8, 16, True, identity={})
+    module = SetterPPOModule(policy=copy.deepcopy(tiny_llama), frozen=frozen, ppo=config.ppo, temperature=0.8,
+                             value_hidden=16, detach_value_trunk=True, identity={})
     module._trainer = SimpleNamespace(strategy=SingleDeviceStrategy(torch.device("cpu")), world_size=1)
-    data = ArchiveDataModule(NoveltyArchive(4), config.ppo, seed=0)
+    data = ArchiveDataModule(archive=NoveltyArchive(4), ppo=config.ppo, seed=0)
     episodes, scored = random_puzzles(LENGTHS)
     prompt_ids = torch.randint(3, 90, (30,), generator=torch.Generator().manual_seed(1))
     precision = MixedPrecision("bf16-mixed", "cpu")
 
     first_epoch = data.draw_epoch(len(episodes))
     with torch.no_grad(), rollout_precision(precision):  # as the rollout scores
-        data.buffer, _ = build_buffer(module, prompt_ids, episodes, scored, config, first_epoch)
+        buffer, _ = build_buffer(module, prompt_ids, episodes, scored, config, first_epoch)
+    data.set_buffer(buffer)
     minibatches = list(data.train_dataloader())
     assert len(minibatches) == 2 * 3
     for batch in minibatches[:3]:  # the first epoch, scored with gradient as its training steps score it

@@ -1,6 +1,7 @@
-"""`SetterPPOModule` inside Lightning: the frozen copy follows the module's moves, every collective gets its
-tensor on the module's device, fp16's gradient scaler unscales before the clip and steps, and the rule "step
-only when some rank's minibatch has a real token" holds over a whole accumulation window."""
+"""`SetterPPOModule` inside Lightning: the frozen copy follows the module's moves, the frozen weights are that copy
+or the LoRA policy with its adapters off, every collective gets its tensor on the module's device, fp16's gradient
+scaler unscales before the clip and steps, and the rule "step only when some rank's minibatch has a real token"
+holds over a whole accumulation window."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ SCALE = 2.0 ** 4  # fp16's gradient scale: scaled norms are 16 times the true on
 
 def new_module(model, frozen: torch.nn.Module | None = None) -> SetterPPOModule:
     torch.manual_seed(1)  # the value head's initialisation
-    return SetterPPOModule(copy.deepcopy(model), frozen, PPOConfig(lr=1e-2), 0.8, 16, True, identity={})
+    return SetterPPOModule(policy=copy.deepcopy(model), frozen=frozen, ppo=PPOConfig(lr=1e-2), temperature=0.8,
+                           value_hidden=16, detach_value_trunk=True, identity={})
 
 
 def tensors(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -72,6 +74,29 @@ def test_the_frozen_copy_follows_every_move_but_is_neither_trained_nor_saved(tin
     assert not any(parameter.requires_grad for parameter in frozen.parameters())
     assert not {id(t) for t in tensors(frozen)} & {id(parameter) for parameter in module.parameters()}
     assert {name.split(".")[0] for name in module.state_dict()} == {"policy", "value_head"}
+
+
+def test_the_frozen_weights_are_the_frozen_copy_or_the_lora_policy_with_its_adapters_off(tiny_llama):
+    """One rule for the KL reference and the Solver: the frozen copy as it is; with LoRA (no copy), the policy
+    computes with its base weights until the context exits."""
+    from peft import LoraConfig, get_peft_model
+
+    frozen = copy.deepcopy(tiny_llama).requires_grad_(False)
+    with new_module(tiny_llama, frozen).frozen_weights() as weights:
+        assert weights is frozen
+    lora = get_peft_model(copy.deepcopy(tiny_llama), LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    for name, parameter in lora.named_parameters():
+        if "lora_B" in name:  # B starts at 0: adapters that change nothing could not be told off from on
+            torch.nn.init.normal_(parameter)
+    module = new_module(lora)
+    ids = torch.arange(3, 15)[None]
+    with torch.no_grad():
+        base, adapted = tiny_llama(ids).logits, module.policy(ids).logits
+        with module.frozen_weights() as weights:
+            assert weights is module.policy
+            torch.testing.assert_close(weights(ids).logits, base)
+        torch.testing.assert_close(module.policy(ids).logits, adapted)
+    assert not torch.allclose(adapted, base)
 
 
 class StrictSum:

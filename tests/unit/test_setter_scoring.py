@@ -18,7 +18,8 @@ TEMPERATURE = 0.7
 
 def new_module(model, detach_value_trunk: bool) -> SetterPPOModule:
     torch.manual_seed(1)  # the value head's initialisation
-    return SetterPPOModule(copy.deepcopy(model), None, PPOConfig(), TEMPERATURE, 16, detach_value_trunk, identity={})
+    return SetterPPOModule(policy=copy.deepcopy(model), frozen=None, ppo=PPOConfig(), temperature=TEMPERATURE,
+                           value_hidden=16, detach_value_trunk=detach_value_trunk, identity={})
 
 
 @pytest.mark.parametrize("detach_value_trunk", [True, False])

@@ -9,6 +9,7 @@ import pytest
 import torch
 from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, ScriptedLLM, answer_by_puzzle
 
+from codeplay_lightning.config import SolverConfig
 from codeplay_lightning.execution import Program, Verdict
 from codeplay_lightning.llm import HFLLM
 from codeplay_lightning.models.sampling import SamplingConfig
@@ -19,7 +20,6 @@ from codeplay_lightning.solver import (
     PuzzleResult,
     SearchPuzzleResult,
     SearchSolver,
-    SolverConfig,
     candidate_program,
     difficulty,
     solver_sampling,

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from support import CONFIGS
 
-from codeplay_lightning.experiments import sweep as sweep_module
 from codeplay_lightning.cli import main
 from codeplay_lightning.config import load_config, to_yaml
+from codeplay_lightning.experiments import sweep as sweep_module
 from codeplay_lightning.experiments.sweep import completed_iterations, sweep
 
-CONFIGS = Path(__file__).parents[2] / "configs"
 PER_ITERATION = 3  # puzzles the fake logs per iteration
 ITERATIONS = load_config([CONFIGS / "balanced.yaml"]).trainer.iterations  # of every preset, from base.yaml
 

@@ -17,8 +17,8 @@ from support import ScriptedLLM
 from codeplay_lightning.cli import main
 from codeplay_lightning.llm import load_llm
 from codeplay_lightning.models import SamplingConfig
-from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.puzzles import bundled_puzzles
+from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.search import METHODS, P3Task
 from codeplay_lightning.search.synthesis import SynthesisConfig, load_tasks, safe_name, synthesize
 
@@ -48,15 +48,6 @@ class KnowsSomeAnswersLLM(ScriptedLLM):
         right = next((program for description, program in self.answers.items() if description in prompt), None)
         program = right if right is not None and draw < 2 else (WRONG, CRASH)[draw % 2]
         return f"```python\n{program}```\n"
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory, tiny_llama, char_tokenizer) -> Path:
-    """The tiny random Llama and its tokenizer (no chat template) as a local model directory."""
-    directory = tmp_path_factory.mktemp("tiny")
-    tiny_llama.save_pretrained(directory)
-    char_tokenizer.save_pretrained(directory)
-    return directory
 
 
 def programs_in(search: dict) -> int:

@@ -1,10 +1,13 @@
 """What the sandbox suites share: ordinary programs whose verdicts must stay exactly right after any
-hostile one, and the checks that nothing a program started outlives it."""
+hostile one, the checks that nothing a program started outlives it, the hostile programs more than one
+suite runs, and the stand-ins for the processes around a sandbox (a supervisor, a fake warden)."""
 
 from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import textwrap
 import time
 from collections import defaultdict
@@ -12,7 +15,8 @@ from pathlib import Path
 
 from codeplay_lightning.execution import Program, Sandbox, Verdict
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
+FAST = 0.5  # timeout for sandboxes where timeouts are expected
 CALLER_PARENT = os.getppid()
 
 
@@ -137,3 +141,98 @@ def contained(sandbox: Sandbox, *hostile: Program, marker: str | None = None) ->
 
 def marker() -> str:
     return f"{random.randrange(10**6, 10**7)}.{os.getpid()}{random.randrange(10**6)}"
+
+
+# ---------------------------------------------------------------- hostile programs more than one suite runs
+
+
+SIGNAL_PROOF = """
+    import signal
+    def g():
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        for number in signal.valid_signals():
+            try:
+                signal.signal(number, signal.SIG_IGN)
+            except (OSError, ValueError, RuntimeError):
+                pass
+        while True:
+            pass
+"""
+
+
+FRAME_FUNCTION = """
+def frame(*fields):
+    parts = [field.encode() for field in fields]
+    body = struct.pack(">H", len(parts)) + b"".join(struct.pack(">I", len(p)) for p in parts) + b"".join(parts)
+    return struct.pack(">I", len(body)) + body
+"""
+
+
+def forging(data: str, then: str = "return 4") -> Program:
+    """A hostile g that writes the bytes `data` evaluates to on every file descriptor it might hold,
+    its own answer pipe among them, then does `then`."""
+    return wrong(f"""
+import os, struct
+{FRAME_FUNCTION}
+def g():
+    data = {data}
+    for fd in range(64):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+    {then}
+""")
+
+
+FORGED_PASS = 'frame("pass", "", "", "")'
+
+
+STOP_THE_JUDGE = """import os, signal
+def g():
+    me, parent = os.getpid(), os.getppid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
+                        os.kill(int(entry), signal.SIGSTOP)  # the judge is the warden's other child
+            except (OSError, ValueError):
+                pass
+    raise ValueError("no answer to judge")
+"""
+
+
+# ---------------------------------------------------------------- the processes around a sandbox
+
+
+SUPERVISOR = """
+import sys
+from codeplay_lightning.execution import Program, Sandbox
+g, workers = sys.argv[1], int(sys.argv[2])
+with Sandbox(workers=workers, timeout=60.0) as box:
+    print(box.isolation, flush=True)
+    box.verify([Program("def f(x):\\n    return True", g)] * workers)
+"""
+
+
+def start_supervisor(directory: Path, g: str, workers: int) -> subprocess.Popen:
+    """A Python process (the script `directory`/supervisor.py) whose sandbox of `workers` wardens runs `g` on
+    every warden; returned once its sandbox is up."""
+    script = directory / "supervisor.py"
+    script.write_text(SUPERVISOR)
+    supervisor = subprocess.Popen([sys.executable, str(script), g, str(workers)], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"})
+    supervisor.stdout.readline()
+    return supervisor
+
+
+FAKE_WARDEN_START = """
+import json, os, struct, sys, time
+sys.dont_write_bytecode = True  # the framing below is the package's warden.py: no __pycache__ is written there
+sys.path.insert(0, {execution!r})
+from warden import ANSWER_CHARS, pack, read_frame, write_all
+settings = json.loads(sys.argv[1])
+requests, replies = settings["request_fd"], settings["reply_fd"]
+write_all(replies, pack("pid", str(os.getpid())))
+"""

@@ -3,7 +3,6 @@ refusal or value, never a RecursionError (or MemoryError) from nesting deeper th
 
 from __future__ import annotations
 
-
 import pytest
 
 from codeplay_lightning.corpus.enumeration import enumerating_solution

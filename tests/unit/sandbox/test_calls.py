@@ -1,6 +1,6 @@
 """`Sandbox.apply`: a program's functions called on JSON inputs in a process of the program's own,
 the way Code World Models are scored and planned with. The containment of the processes themselves
-is `test_sandbox.py`'s; here, what `apply` adds: values, no state kept from one call to the next,
+is the other suites' here; this one, what `apply` adds: values, no state kept from one call to the next,
 extra modules offered and nothing else of site-packages, and every failure a verdict."""
 
 from __future__ import annotations
@@ -23,38 +23,32 @@ COUNTER = textwrap.dedent("""
     """)
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=1, timeout=2.0, memory_mb=512, modules=("numpy",)) as sandbox:
-        yield sandbox
-
-
-def test_values_and_no_state_kept_between_calls(sandbox):
+def test_values_and_no_state_kept_between_calls(numpy_sandbox):
     """Every call runs the program afresh: a counter the program keeps starts again each time."""
-    verdicts = sandbox.apply([Call(COUNTER, "step", [[1, 2], [3, 4.5]]) for _ in range(3)])
+    verdicts = numpy_sandbox.apply([Call(COUNTER, "step", [[1, 2], [3, 4.5]]) for _ in range(3)])
     assert [v.status for v in verdicts] == ["returned"] * 3
     assert [v.value for v in verdicts] == [{"sum": 10.5, "calls": 1}] * 3
     assert not any(v.passed for v in verdicts)  # a value is not a verdict on a puzzle
 
 
-def test_nothing_leaks_from_one_program_to_the_next(sandbox):
+def test_nothing_leaks_from_one_program_to_the_next(numpy_sandbox):
     """A helper one candidate defined is unknown to the next, unlike re-importing into one process."""
     first = "def helper():\n    return 41\ndef model(x):\n    return helper() + x\n"
     second = "def model(x):\n    return helper() + x\n"
-    defines, uses = sandbox.apply([Call(first, "model", 1), Call(second, "model", 1)])
+    defines, uses = numpy_sandbox.apply([Call(first, "model", 1), Call(second, "model", 1)])
     assert (defines.status, defines.value) == ("returned", 42)
     assert uses.status == "error" and "NameError" in uses.detail and "helper" in uses.detail
 
 
-def test_another_function_of_the_same_source_starts_afresh(sandbox):
+def test_another_function_of_the_same_source_starts_afresh(numpy_sandbox):
     """Calls of two functions of one source, interleaved: each starts from the program's module."""
-    counts = [sandbox.apply([call])[0].value for call in (Call(COUNTER, "step", [1]), Call(COUNTER, "divide", 2),
-                                                          Call(COUNTER, "step", [1]))]
+    calls = [Call(COUNTER, "step", [1]), Call(COUNTER, "divide", 2), Call(COUNTER, "step", [1])]
+    counts = [numpy_sandbox.apply([call])[0].value for call in calls]
     assert counts == [{"sum": 1.0, "calls": 1}, 0.5, {"sum": 1.0, "calls": 1}]
 
 
-def test_errors_carry_the_program_line(sandbox):
-    (verdict,) = sandbox.apply([Call(COUNTER, "divide", 0)])
+def test_errors_carry_the_program_line(numpy_sandbox):
+    (verdict,) = numpy_sandbox.apply([Call(COUNTER, "divide", 0)])
     assert verdict.status == "error" and verdict.value is None
     assert "ZeroDivisionError" in verdict.detail and "line 9" in verdict.detail and "return 1 / x" in verdict.detail
 
@@ -67,32 +61,33 @@ def test_errors_carry_the_program_line(sandbox):
     ("def model(x):\n    return object()\n", "model", "error", "cannot be judged"),
     ("import torch\ndef model(x):\n    return x\n", "model", "error", "No module named 'torch'"),
 ])
-def test_failures_are_verdicts(sandbox, source, function, status, fragment):
-    (verdict,) = sandbox.apply([Call(source, function, 1)])
+def test_failures_are_verdicts(numpy_sandbox, source, function, status, fragment):
+    (verdict,) = numpy_sandbox.apply([Call(source, function, 1)])
     assert verdict.status == status and fragment in verdict.detail
 
 
-def test_a_looping_call_times_out_and_the_next_program_is_unaffected(sandbox):
+def test_a_looping_call_times_out_and_the_next_program_is_unaffected(solo):
     looping = "def model(x):\n    while True:\n        pass\n"
-    stuck, fine = sandbox.apply([Call(looping, "model", 0), Call("def model(x):\n    return x * 2\n", "model", 21)])
+    stuck, fine = solo.apply([Call(looping, "model", 0), Call("def model(x):\n    return x * 2\n", "model", 21)])
     assert stuck.status == "timeout" and (fine.status, fine.value) == ("returned", 42)
 
 
-def test_memory_exhaustion(sandbox):
-    (verdict,) = sandbox.apply([Call("def model(x):\n    return len(bytearray(x))\n", "model", 4 << 30)])
+def test_memory_exhaustion(solo):
+    (verdict,) = solo.apply([Call("def model(x):\n    return len(bytearray(x))\n", "model", 4 << 30)])
     assert verdict.status == "memory"
 
 
-def test_output_is_captured_per_call(sandbox):
+def test_output_is_captured_per_call(numpy_sandbox):
     source = "def model(x):\n    print('seen', x)\n    return x\n"
-    verdicts = sandbox.apply([Call(source, "model", 1), Call(source, "model", 2)])
+    verdicts = numpy_sandbox.apply([Call(source, "model", 1), Call(source, "model", 2)])
     assert [v.output for v in verdicts] == ["seen 1\n", "seen 2\n"]
 
 
-def test_calls_and_programs_share_one_sandbox(sandbox):
-    (verdict,) = sandbox.verify([Program("def f(x: int):\n    return x == 3\n", "def g():\n    return 3\n")])
+def test_calls_and_programs_share_one_sandbox(numpy_sandbox):
+    (verdict,) = numpy_sandbox.verify([Program("def f(x: int):\n    return x == 3\n", "def g():\n    return 3\n")])
     assert verdict.passed
-    (value,) = sandbox.apply([Call("import numpy\ndef model(x):\n    return int(numpy.sum(x))\n", "model", [1, 2])])
+    (value,) = numpy_sandbox.apply([Call("import numpy\ndef model(x):\n    return int(numpy.sum(x))\n", "model",
+                                         [1, 2])])
     assert value.value == 3
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import sysconfig
 import textwrap
@@ -21,25 +20,18 @@ import uuid
 import warnings
 
 import pytest
-from sandbox_support import REPO, ORDINARY_PROGRAMS, check_ordinary, contained, program, wrong
+from sandbox_support import ORDINARY_PROGRAMS, check_ordinary, contained, program, start_supervisor, wrong
 
-import codeplay_lightning.execution.sandbox as sandbox_module
 from codeplay_lightning.execution import Call, Program, Sandbox
 from codeplay_lightning.execution.warden import ANSWER_CHARS, SYSCALLS
 
 
 @pytest.fixture(scope="module")
-def solo():
-    """One worker: every program runs right after the one before it, on the same warden."""
+def sandbox():
+    """One worker: every program runs right after the one before it, on the same warden. 10 s and 512 MiB:
+    room for the scans of a whole process's memory and for two programs of 400 MiB (`namespaced` is it too)."""
     with Sandbox(workers=1, timeout=10.0, memory_mb=512) as box:
         yield box
-
-
-@pytest.fixture(scope="module")
-def namespaced(solo):
-    if not solo.isolation.startswith("namespaces"):
-        pytest.skip(f"needs full isolation (root); here: {solo.isolation}")
-    return solo
 
 
 def secret() -> str:
@@ -78,7 +70,7 @@ def found_anywhere():
 # ---------------------------------------------------------------- 1. fresh processes from a clean zygote
 
 
-def test_no_program_process_holds_an_earlier_program_answer_or_text(solo):
+def test_no_program_process_holds_an_earlier_program_answer_or_text(sandbox):
     """A solve, then copiers on the same warden scanning frames, objects and all of their memory:
     they find neither the earlier answer nor the puzzle's text (f never reaches g's process)."""
     answer = secret()
@@ -86,13 +78,13 @@ def test_no_program_process_holds_an_earlier_program_answer_or_text(solo):
     copier = SCAN + "\ndef g():\n    found = found_anywhere()\n    return found[0].decode() if found else 'none'"
     judge_scan = SCAN + "\ndef f(x: str):\n    return x == 'clean' and found_anywhere() == []"
     solve = Program(puzzle, f"def g():\n    return {answer!r}")
-    verdicts = solo.verify([solve, Program(puzzle, copier), solve, Program(judge_scan, "def g():\n    return 'clean'"),
-                            Program(puzzle, copier)])
+    clean = Program(judge_scan, "def g():\n    return 'clean'")
+    verdicts = sandbox.verify([solve, Program(puzzle, copier), solve, clean, Program(puzzle, copier)])
     assert [v.status for v in verdicts] == ["pass", "fail", "pass", "pass", "fail"], verdicts
     assert verdicts[1].answer == verdicts[4].answer == "'none'"
 
 
-def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(solo):
+def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(sandbox):
     """f counts its calls everywhere it could keep a count: every attempt is still its first."""
     counting = textwrap.dedent("""
         import builtins, os, sys, typing
@@ -104,7 +96,7 @@ def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(solo):
             open("called", "w").close()
             return x == 1 and marks == [0, 0, 0, 0]
         """)
-    verdicts = solo.verify([Program(counting, "def g():\n    return 1")] * 5)
+    verdicts = sandbox.verify([Program(counting, "def g():\n    return 1")] * 5)
     assert [v.status for v in verdicts] == ["pass"] * 5, verdicts
 
 
@@ -122,10 +114,10 @@ def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(solo):
     # a fork in a default argument: two judges on one pipe
     "import os\ndef f(x: int, forked=os.fork()):\n    return False",
 ], ids=["replaces_judge", "answering_thread", "late_forged_reply", "fork_in_default"])
-def test_a_judge_cannot_reach_the_next_verdict(solo, f):
+def test_a_judge_cannot_reach_the_next_verdict(sandbox, f):
     """Whatever f does to its own verdict (it decides it anyway: forging a pass is `return True`),
     every later verdict is right."""
-    contained(solo, *[Program(f, "def g():\n    return 1")] * 2)
+    contained(sandbox, *[Program(f, "def g():\n    return 1")] * 2)
 
 
 # ---------------------------------------------------------------- 2. kernel state shared by a uid or a host
@@ -149,7 +141,7 @@ def _syscall_program(calls: list[tuple[str, list]]) -> str:
 
 
 @pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="the filter knows these two")
-def test_keyrings_ipc_and_introspection_are_denied(solo):
+def test_keyrings_ipc_and_introspection_are_denied(sandbox):
     """Keyrings are shared by every process of a uid host-wide and outlive the run; SysV and POSIX
     IPC, ptrace and new namespaces would reach other programs too: each call fails with EPERM."""
     calls = [("add_key", ["user", "codeplay", "answer", 6, -4]), ("keyctl", [0, -4, 0]),  # -4: the user keyring
@@ -157,16 +149,18 @@ def test_keyrings_ipc_and_introspection_are_denied(solo):
              ("semget", [0, 1, 0o1666]), ("mq_open", ["codeplay", 0o102, 0o666, 0]), ("ptrace", [16, 1, 0, 0]),
              ("unshare", [0x10000000]), ("setns", [0, 0]), ("perf_event_open", [0, 0, -1, -1, 0])]
     every_one_denied = f"def f(x: List[int]):\n    return x == [1] * {len(calls)}"  # 1: EPERM
-    (verdict,) = contained(solo, program(every_one_denied, _syscall_program(calls)))
+    (verdict,) = contained(sandbox, program(every_one_denied, _syscall_program(calls)))
     assert verdict.status == "pass", verdict
 
 
 def test_an_abstract_socket_dies_with_its_program(namespaced):
     """Abstract unix sockets are shared by a network namespace: the next program finds nothing."""
     name = f"\0codeplay-{uuid.uuid4().hex}"
-    listen = f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    s.bind({name!r})\n    s.listen()\n    return 1"
-    connect = (f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect({name!r})\n"
-               "    except OSError as error:\n        return type(error).__name__\n    return 'connected'")
+    listen = (f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    s.bind({name!r})\n"
+              "    s.listen()\n    return 1")
+    connect = (f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    try:\n"
+               f"        s.connect({name!r})\n    except OSError as error:\n        return type(error).__name__\n"
+               "    return 'connected'")
     verdicts = namespaced.verify([program("def f(x: int):\n    return x == 1", listen),
                                   program("def f(x: str):\n    return x == 'ConnectionRefusedError'", connect)])
     assert [v.status for v in verdicts] == ["pass", "pass"], verdicts
@@ -219,7 +213,7 @@ def test_an_oom_kill_is_charged_to_the_program_that_caused_it(namespaced):
     check_ordinary(verdicts[1:])
 
 
-def test_files_a_program_left_cost_the_next_program_nothing(solo):
+def test_files_a_program_left_cost_the_next_program_nothing(sandbox):
     """80,000 directories and a chain 6,000 deep: the next program starts at once, its clock unaffected."""
     litter = textwrap.dedent("""
         import os
@@ -232,7 +226,7 @@ def test_files_a_program_left_cost_the_next_program_nothing(solo):
             return 0
         """)
     started = time.monotonic()
-    verdicts = solo.verify([wrong(litter), *ORDINARY_PROGRAMS])
+    verdicts = sandbox.verify([wrong(litter), *ORDINARY_PROGRAMS])
     assert verdicts[0].status == "fail", verdicts[0]
     check_ordinary(verdicts[1:])
     assert max(v.seconds for v in verdicts[1:]) < 0.5, [v.seconds for v in verdicts]
@@ -247,10 +241,10 @@ def test_a_large_program_runs_right_after_another(namespaced):
     assert [v.status for v in verdicts] == ["pass", "pass"], verdicts
 
 
-def test_the_answer_cap_is_the_documented_one(solo):
+def test_the_answer_cap_is_the_documented_one(sandbox):
     fits = f"def g():\n    return 'x' * {ANSWER_CHARS - 2}"  # JSON adds the two quotes
     too_big = f"def g():\n    return 'x' * {ANSWER_CHARS - 1}"
-    verdicts = solo.verify([program(f"def f(x: str):\n    return len(x) == {ANSWER_CHARS - 2}", fits),
+    verdicts = sandbox.verify([program(f"def f(x: str):\n    return len(x) == {ANSWER_CHARS - 2}", fits),
                             program("def f(x: str):\n    return True", too_big)])
     assert verdicts[0].status == "pass", verdicts[0]
     assert verdicts[1].status == "error" and f"at most {ANSWER_CHARS}" in verdicts[1].detail, verdicts[1]
@@ -287,12 +281,6 @@ def _descendants(pid: int) -> list[int]:
 
 
 LEVELLED_WARDEN = """
-import json, os, sys, time
-sys.path.insert(0, {execution!r})
-from warden import pack, read_frame, write_all
-settings = json.loads(sys.argv[1])
-requests, replies = settings["request_fd"], settings["reply_fd"]
-write_all(replies, pack("pid", str(os.getpid())))
 try:
     os.close(os.open({flag!r}, os.O_CREAT | os.O_EXCL))
     first = True
@@ -306,16 +294,13 @@ while (request := read_frame(requests, 1 << 31)) is not None:
 
 
 @pytest.mark.parametrize("required", [False, True], ids=["warned", "refused"])
-def test_a_warden_that_isolates_less_is_warned_of_or_refused(monkeypatch, tmp_path, required):
-    script = tmp_path / "warden.py"
-    script.write_text(LEVELLED_WARDEN.format(execution=str(sandbox_module.WARDEN_SCRIPT.parent),
-                                             flag=str(tmp_path / "started")))
-    monkeypatch.setattr(sandbox_module, "WARDEN_SCRIPT", script)
+def test_a_warden_that_isolates_less_is_warned_of_or_refused(fake_warden, tmp_path, required):
+    fake_warden(LEVELLED_WARDEN.format(flag=str(tmp_path / "started")))
     with Sandbox(workers=2, require_isolation=required) as box, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if required:
             with pytest.raises(RuntimeError, match="isolation is required but a warden offers only: less, a fake"):
-                box.isolation  # waits for every warden, as `verify` does before it hands one a program
+                _ = box.isolation  # waits for every warden, as `verify` does before it hands one a program
         else:
             assert box.isolation == "full, a fake"
             assert [v.status for v in box.verify(ORDINARY_PROGRAMS[:4])] == ["fail"] * 4
@@ -326,22 +311,15 @@ def test_a_warden_that_isolates_less_is_warned_of_or_refused(monkeypatch, tmp_pa
 
 
 OVERSIZED_VALUE_WARDEN = """
-import json, os, sys
-sys.path.insert(0, {execution!r})
-from warden import ANSWER_CHARS, pack, read_frame, write_all
-settings = json.loads(sys.argv[1])
-requests, replies = settings["request_fd"], settings["reply_fd"]
-write_all(replies, pack("pid", str(os.getpid())))
 write_all(replies, pack("ready", "full", "a fake"))
-while (request := read_frame(requests, 1 << 31)) is not None:  # a value of [] lists, one past the cap
-    write_all(replies, pack("returned", request[1], "returned", "0.1", "", "", "[" + "[]," * (ANSWER_CHARS // 3) + "[]]"))
+value = "[" + "[]," * (ANSWER_CHARS // 3) + "[]]"  # a value of [] lists, one past the cap
+while (request := read_frame(requests, 1 << 31)) is not None:
+    write_all(replies, pack("returned", request[1], "returned", "0.1", "", "", value))
 """
 
 
-def test_a_value_past_the_cap_is_refused_before_it_is_decoded(monkeypatch, tmp_path):
-    script = tmp_path / "warden.py"
-    script.write_text(OVERSIZED_VALUE_WARDEN.format(execution=str(sandbox_module.WARDEN_SCRIPT.parent)))
-    monkeypatch.setattr(sandbox_module, "WARDEN_SCRIPT", script)
+def test_a_value_past_the_cap_is_refused_before_it_is_decoded(fake_warden):
+    fake_warden(OVERSIZED_VALUE_WARDEN)
     with Sandbox(workers=1) as box:
         (verdict,) = box.apply([Call("def f(x):\n    return x", "f", 1)])
     assert verdict.status == "error" and "sandbox lost this program" in verdict.detail, verdict
@@ -370,15 +348,13 @@ def test_removing_a_tree_deeper_than_any_stack_goes_on_where_it_stopped(tmp_path
     assert not top.exists() and slices > 1
 
 
-
-
 @pytest.mark.parametrize("annotation, status", [
     ("+".join(["1"] * 500), "error"),  # parsed, then refused as a type
     ("+".join(["1"] * 100_000), "syntax"),  # past the parser
     ("List[" * 1000 + "int" + "]" * 1000, "syntax"),
 ], ids=["plus_500", "plus_100000", "list_1000_deep"])
-def test_annotations_past_any_stack_are_verdicts(solo, annotation, status):
-    (verdict,) = contained(solo, Program(f"def f(x: {annotation}):\n    return True", "def g():\n    return 1"))
+def test_annotations_past_any_stack_are_verdicts(sandbox, annotation, status):
+    (verdict,) = contained(sandbox, Program(f"def f(x: {annotation}):\n    return True", "def g():\n    return 1"))
     assert verdict.status == status, verdict
 
 
@@ -391,23 +367,14 @@ def _peak_kib(pid: int) -> int:
     "struct.pack('>I', 0xFFFFFFF0) + b'x' * (64 << 20)",  # announces 4 GB, streams 64 MB
     "pack('answer', 'x' * (64 << 20), '', '')",  # a well-formed frame far past the cap
 ], ids=["announced", "sent"])
-def test_a_forged_runner_frame_is_refused_before_it_is_read(solo, frame):
+def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
     g = f"import os, struct\nfrom __main__ import pack\ndef g():\n    os.write(4, {frame})\n    return 1"
-    (verdict,) = contained(solo, wrong(g))
+    (verdict,) = contained(sandbox, wrong(g))
     assert verdict.status == "error" and "malformed frame" in verdict.detail, verdict
-    warden = solo._wardens[0].pid
-    if solo.isolation.startswith("namespaces"):  # the warden's pid, as the host sees it
-        warden = _descendants(solo._wardens[0].launcher.pid)[1]
+    warden = sandbox._wardens[0].pid
+    if sandbox.isolation.startswith("namespaces"):  # the warden's pid, as the host sees it
+        warden = _descendants(sandbox._wardens[0].launcher.pid)[1]
     assert _peak_kib(warden) < 200 << 10
-
-
-SUPERVISED = """
-import sys
-from codeplay_lightning.execution import Call, Program, Sandbox
-with Sandbox(workers=1, timeout=60.0) as box:
-    print(box.isolation, flush=True)
-    box.verify([Program("def f(x):\\n    return True", sys.argv[1])])
-"""
 
 
 def test_the_warden_exits_within_a_second_of_its_supervisor(tmp_path):
@@ -415,11 +382,7 @@ def test_the_warden_exits_within_a_second_of_its_supervisor(tmp_path):
     within a second of the supervisor's SIGKILL."""
     g = ("import os, time\ndef g():\n    for index in range(80000):\n        os.mkdir(f'd{index}')\n"
          "    open('ready', 'w').close()\n    time.sleep(60)")
-    script = tmp_path / "supervisor.py"
-    script.write_text(SUPERVISED)
-    supervisor = subprocess.Popen([sys.executable, str(script), g], stdout=subprocess.PIPE, text=True,
-                                  env={**os.environ, "PYTHONPATH": str(REPO)})
-    supervisor.stdout.readline()
+    supervisor = start_supervisor(tmp_path, g, workers=1)
     time.sleep(3)  # the program is making its directories
     tree = _descendants(supervisor.pid)[1:]
     cgroups = {directory for pid in tree for directory in _cgroup_directories(pid)}

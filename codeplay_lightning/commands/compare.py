@@ -1,0 +1,30 @@
+"""`codeplay compare RUN_DIR... --out DIR`: the paper's figure 2 and appendix C from training runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "the paper's figure 2 and appendix C from training runs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="runs/<preset>/version_N directories")
+    parser.add_argument("--out", required=True, help="directory for figure.png and report.md")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the appendix's puzzle samples")
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeplay_lightning.experiments.compare import compare
+
+    print_comparison(compare([Path(run) for run in args.runs], Path(args.out), seed=args.seed))
+    return 0
+
+
+def print_comparison(result: dict) -> None:
+    for run in result["runs"]:
+        final = "  ".join(f"{key}={'-' if value is None else f'{value:.3f}'}" for key, value in run["final"].items())
+        print(f"{run['label']}: {run['puzzles']} puzzles  {final}")
+        for note in run["notes"]:
+            print(f"  note: {note}")
+    print(f"figure: {result['figure']}\nreport: {result['report']}")

@@ -1,0 +1,112 @@
+"""Without root: the sandbox says that it isolates less (rlimits only) and still judges every program."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from sandbox_support import (
+    ORDINARY,
+    REPO,
+    STOP_THE_JUDGE,
+    marker,
+    process_table,
+)
+
+# ---------------------------------------------------------------- without root
+
+
+UNPRIVILEGED = """
+import json, os, sys
+from codeplay_lightning.execution import Program, Sandbox, Verdict
+cases = json.loads(sys.argv[1])
+with Sandbox(workers=2, timeout=1.0, memory_mb=256) as box:
+    isolation = box.isolation
+    verdicts = box.verify([Program(f, g) for f, g, _ in cases])
+print(json.dumps({"uid": os.getuid(), "isolation": isolation, "statuses": [v.status for v in verdicts],
+                  "details": [v.detail for v in verdicts]}))
+"""
+
+
+KILL_EVERY_PEER = """import errno, os, signal
+def g():
+    me, outcomes = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me and os.stat(f"/proc/{entry}").st_uid == os.getuid():
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                outcomes.append(0)
+            except OSError as error:
+                outcomes.append(error.errno)
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError as error:
+        outcomes.append(error.errno)
+    return outcomes
+"""
+
+
+def _unprivileged_command(held: list[str]) -> list[str]:
+    """Runs the script in $SCRIPT with the argument $ARGUMENT as uid 65534, in a private mount
+    namespace where the interpreter, the virtual environment and this checkout are reachable
+    wherever they live: every directory on their paths that others cannot enter (a pyenv under
+    /root, a clone in a 0700 `mktemp -d`) is covered with a tmpfs that holds only the entries on
+    those paths, bind-mounted back. `held` gets the empty directories used on the way."""
+    needed = [Path(os.path.realpath(path)) for path in (sys.base_prefix, sys.prefix, REPO / "codeplay_lightning")]
+    closed = sorted({Path(*path.parts[:depth]) for path in needed for depth in range(1, len(path.parts))
+                     if not os.stat(Path(*path.parts[:depth])).st_mode & 0o001}, key=lambda path: len(path.parts))
+    mounts = []
+    for ancestor in closed:
+        entries = sorted({ancestor / path.parts[len(ancestor.parts)] for path in needed
+                          if path.parts[:len(ancestor.parts)] == ancestor.parts})
+        held += [tempfile.mkdtemp(prefix="codeplay-reachable-") for _ in entries]
+        mounts += [f"mount --bind {entry} {hold}" for entry, hold in zip(entries, held[-len(entries):])]
+        mounts.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
+        mounts += [f"mkdir {entry} && mount --move {hold} {entry}"
+                   for entry, hold in zip(entries, held[-len(entries):])]
+    run = (f"exec setpriv --reuid=65534 --regid=65534 --clear-groups env PYTHONPATH={REPO} "
+           f'{sys.executable} -c "$SCRIPT" "$ARGUMENT"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-ec", " && ".join([*mounts, run])]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
+    mark = marker()
+    cases = [(prog.f, prog.g, status) for prog, status, _ in ORDINARY] + [
+        ("def f(x):\n    return x == 5", "def g():\n    while True:\n        pass", "timeout"),
+        ("def f(x):\n    return x == 5", "def g():\n    return [0] * (1 << 40)", "memory"),
+        ("def f(x: int):\n    return x < 100", "import os, time\ndef g():\n    n = 0\n    for _ in range(300):\n"
+         "        try:\n            if os.fork() == 0:\n                time.sleep(30)\n                os._exit(0)\n"
+         "            n += 1\n        except OSError:\n            break\n    return n", "pass"),
+        ("def f(x):\n    return x == 5", f"import subprocess\ndef g():\n    subprocess.Popen(['sleep', '{mark}'],"
+         " start_new_session=True)\n    return 4", "fail"),
+        ("def f(x):\n    return x == 5", "import os\ndef g():\n    os.makedirs('a/b')\n    os.chmod('a/b', 0)\n"
+         "    os.chmod('a', 0)\n    return 4", "fail"),
+        ("def f(x: List[str]):\n    return x == []", "import os\ndef g():\n    return os.listdir('.')", "pass"),
+        # the same uid as the judge here: a judge the runner stopped is replaced before the next program
+        ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
+        ("def f(x: int):\n    return x == 5", STOP_THE_JUDGE, "error"),
+        ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
+        # every other process of its uid - the zygote, the wardens, their launchers, the supervisor - and -1
+        ("def f(x: List[int]):\n    return len(x) >= 7 and set(x) == {1}", KILL_EVERY_PEER, "pass"),
+        ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
+    ]
+    held: list[str] = []
+    try:
+        result = subprocess.run(_unprivileged_command(held), capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)})
+    finally:
+        for directory in held:
+            os.rmdir(directory)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["uid"] == 65534
+    assert report["isolation"].startswith("basic (not root)") and "rlimits only" in report["isolation"]
+    assert report["statuses"] == [status for _, _, status in cases], report["details"]
+    assert [entry for entry in process_table().values() if mark.encode() in entry[2] and entry[1] != "Z"] == []
