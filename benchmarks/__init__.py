@@ -23,7 +23,6 @@
 - Code World Models (paper table 7): a CWM's step against the true environment's and one LLM call.
 """
 
-
 from __future__ import annotations
 
 import json
@@ -35,18 +34,25 @@ from benchmarks.sandbox import bench_sandbox
 
 
 def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
-    results = {"machine": {"python": platform.python_version(), "cpus": multiprocessing.cpu_count(),
-                           "processor": platform.processor() or platform.machine()}}
+    results = {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": multiprocessing.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+        }
+    }
     print(f"sandbox: {pairs} programs, sandbox vs bare forks vs naive harness vs in-process exec ...", flush=True)
     results["sandbox"] = sandbox = bench_sandbox(pairs)
-    rows = [("sandbox verdicts/s", f"{sandbox['sandbox_verdicts_per_s']:.0f}", ""),
-            ("bare fork+exit+wait loops/s", f"{sandbox['bare_forks_per_s']:.0f}", "minimal Python, 2 at once"),
-            ("sandbox / bare forks", f"{sandbox['fraction_of_bare_forks']:.2f}", "goal >= 0.25"),
-            ("naive harness verdicts/s", f"{sandbox['naive_verdicts_per_s']:.0f}", ""),
-            ("in-process exec verdicts/s", f"{sandbox['inprocess_verdicts_per_s']:.0f}", ""),
-            ("sandbox / naive", f"{sandbox['speedup_vs_naive']:.1f}x", ""),
-            ("sandbox / in-process", f"{sandbox['fraction_of_inprocess']:.2f}", "the ceiling is 1"),
-            ("identical verdicts", str(sandbox["identical_verdicts"]), "required")]
+    rows = [
+        ("sandbox verdicts/s", f"{sandbox['sandbox_verdicts_per_s']:.0f}", ""),
+        ("bare fork+exit+wait loops/s", f"{sandbox['bare_forks_per_s']:.0f}", "minimal Python, 2 at once"),
+        ("sandbox / bare forks", f"{sandbox['fraction_of_bare_forks']:.2f}", "goal >= 0.25"),
+        ("naive harness verdicts/s", f"{sandbox['naive_verdicts_per_s']:.0f}", ""),
+        ("in-process exec verdicts/s", f"{sandbox['inprocess_verdicts_per_s']:.0f}", ""),
+        ("sandbox / naive", f"{sandbox['speedup_vs_naive']:.1f}x", ""),
+        ("sandbox / in-process", f"{sandbox['fraction_of_inprocess']:.2f}", "the ceiling is 1"),
+        ("identical verdicts", str(sandbox["identical_verdicts"]), "required"),
+    ]
     print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
     # Imported only now: torch and its threads in this process would slow the naive harness's forks
     from benchmarks.archive import bench_knn
@@ -54,66 +60,106 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
     from benchmarks.models import bench_sampling, bench_setter_sampler, bench_solver_backends
 
     results["knn"] = knn = bench_knn()
-    rows += [("5-NN queries/s, hnswlib at 100k", f"{knn['hnsw_queries_per_s']}", ""),
-             ("5-NN queries/s, exact numpy", f"{knn['exact_queries_per_s']}", ""),
-             ("hnswlib / exact", f"{knn['speedup']}x", "goal >= 20x"),
-             ("hnswlib recall@5", f"{knn['recall_at_5']}", "goal >= 0.95")]
+    rows += [
+        ("5-NN queries/s, hnswlib at 100k", f"{knn['hnsw_queries_per_s']}", ""),
+        ("5-NN queries/s, exact numpy", f"{knn['exact_queries_per_s']}", ""),
+        ("hnswlib / exact", f"{knn['speedup']}x", "goal >= 20x"),
+        ("hnswlib recall@5", f"{knn['recall_at_5']}", "goal >= 0.95"),
+    ]
     if with_model:
-        print("one CPU-scale training iteration (configs/balanced.yaml), baseline commit then this tree ...",
-              flush=True)
+        print(
+            "one CPU-scale training iteration (configs/balanced.yaml), baseline commit then this tree ...", flush=True
+        )
         results["loop"] = loop = bench_loop()
         base, same, now = loop["baseline"], loop["current_at_previous_scale"], loop["current"]
-        rows += [("baseline, its scale: puzzles/hour", f"{base['puzzles_per_hour']:.0f}", f"{base['seconds']:.0f} s"),
-                 ("this tree, same scale: puzzles/hour", f"{same['puzzles_per_hour']:.0f}", f"{same['seconds']:.0f} s"),
-                 ("this tree, today's scale: puzzles/hour", f"{now['puzzles_per_hour']:.0f}", f"{now['seconds']:.0f} s"),
-                 ("puzzles/hour vs baseline, same config", f"{loop['speedup_same_config']:.2f}x", "goal >= 2.5x"),
-                 ("puzzles/hour vs baseline, each its scale", f"{loop['speedup_each_at_its_scale']:.2f}x", ""),
-                 ("limit: bare PPO + sampling seconds", f"{loop['limit_seconds']:.0f}",
-                  f"{loop['limit_bare_update_seconds']:.0f} + {loop['limit_sampling_seconds']:.0f}"),
-                 ("PPO update / bare update", f"{now['ppo_update_seconds'] / loop['limit_bare_update_seconds']:.2f}x",
-                  "the prompt, value head, optimizer"),
-                 ("iteration / limit", f"{loop['iteration_over_limit']:.2f}x", "goal <= 1.5x"),
-                 ("peak RSS GiB, this tree same scale", f"{same['peak_rss_gib']:.2f}",
-                  f"baseline {base['peak_rss_gib']:.2f}; goal <= it"),
-                 ("peak RSS GiB, this tree today's scale", f"{now['peak_rss_gib']:.2f}", ""),
-                 ("share outside the models", f"{now['outside_models_frac']:.3f}", "goal <= 0.10")]
+        rows += [
+            ("baseline, its scale: puzzles/hour", f"{base['puzzles_per_hour']:.0f}", f"{base['seconds']:.0f} s"),
+            ("this tree, same scale: puzzles/hour", f"{same['puzzles_per_hour']:.0f}", f"{same['seconds']:.0f} s"),
+            ("this tree, today's scale: puzzles/hour", f"{now['puzzles_per_hour']:.0f}", f"{now['seconds']:.0f} s"),
+            ("puzzles/hour vs baseline, same config", f"{loop['speedup_same_config']:.2f}x", "goal >= 2.5x"),
+            ("puzzles/hour vs baseline, each its scale", f"{loop['speedup_each_at_its_scale']:.2f}x", ""),
+            (
+                "limit: bare PPO + sampling seconds",
+                f"{loop['limit_seconds']:.0f}",
+                f"{loop['limit_bare_update_seconds']:.0f} + {loop['limit_sampling_seconds']:.0f}",
+            ),
+            (
+                "PPO update / bare update",
+                f"{now['ppo_update_seconds'] / loop['limit_bare_update_seconds']:.2f}x",
+                "the prompt, value head, optimizer",
+            ),
+            ("iteration / limit", f"{loop['iteration_over_limit']:.2f}x", "goal <= 1.5x"),
+            (
+                "peak RSS GiB, this tree same scale",
+                f"{same['peak_rss_gib']:.2f}",
+                f"baseline {base['peak_rss_gib']:.2f}; goal <= it",
+            ),
+            ("peak RSS GiB, this tree today's scale", f"{now['peak_rss_gib']:.2f}", ""),
+            ("share outside the models", f"{now['outside_models_frac']:.3f}", "goal <= 0.10"),
+        ]
         print("Setter sampler vs Hugging Face generate, same batch, bf16 autocast ...", flush=True)
         results["setter_sampler"] = sampler = bench_setter_sampler()
-        rows += [("sample_streams tok/s", f"{sampler['sample_streams_tokens_per_s']:.1f}", ""),
-                 ("HF generate tok/s", f"{sampler['hf_generate_tokens_per_s']:.1f}", ""),
-                 ("sample_streams / generate", f"{sampler['sampler_over_generate']:.2f}x", "goal >= 1x")]
+        rows += [
+            ("sample_streams tok/s", f"{sampler['sample_streams_tokens_per_s']:.1f}", ""),
+            ("HF generate tok/s", f"{sampler['hf_generate_tokens_per_s']:.1f}", ""),
+            ("sample_streams / generate", f"{sampler['sampler_over_generate']:.2f}x", "goal >= 1x"),
+        ]
         print("sampling: embedded model, batch 32 vs batch 1 ...", flush=True)
         results["sampling"] = sampling = bench_sampling()
         for precision in ("fp32", "bf16"):
             numbers = sampling[precision]
-            rows += [(f"sampling {precision} batch 1 tok/s", f"{numbers['batch1_tokens_per_s']:.1f}", ""),
-                     (f"sampling {precision} batch 32 tok/s", f"{numbers['batch32_tokens_per_s']:.1f}", ""),
-                     (f"sampling {precision} batch 32 / batch 1", f"{numbers['speedup']:.1f}x", "goal >= 8x")]
+            rows += [
+                (f"sampling {precision} batch 1 tok/s", f"{numbers['batch1_tokens_per_s']:.1f}", ""),
+                (f"sampling {precision} batch 32 tok/s", f"{numbers['batch32_tokens_per_s']:.1f}", ""),
+                (f"sampling {precision} batch 32 / batch 1", f"{numbers['speedup']:.1f}x", "goal >= 8x"),
+            ]
         print("solver backends: HFLLM batch 1 and 32 vs a llama.cpp server, embedded model ...", flush=True)
         results["solver_backends"] = backends = bench_solver_backends()
-        rows += [("HFLLM bf16 batch 1 tok/s", f"{backends['hf_batch1_tokens_per_s']:.1f}", ""),
-                 ("HFLLM bf16 batch 32 tok/s", f"{backends['hf_batch32_tokens_per_s']:.1f}",
-                  f"{backends['hf_batch32_over_batch1']:.1f}x batch 1")]
+        rows += [
+            ("HFLLM bf16 batch 1 tok/s", f"{backends['hf_batch1_tokens_per_s']:.1f}", ""),
+            (
+                "HFLLM bf16 batch 32 tok/s",
+                f"{backends['hf_batch32_tokens_per_s']:.1f}",
+                f"{backends['hf_batch32_over_batch1']:.1f}x batch 1",
+            ),
+        ]
         if "server_skipped" in backends:
             rows.append(("llama.cpp server tok/s", "skipped", backends["server_skipped"]))
         else:
             for concurrency in (1, 4):
                 name = f"server_concurrency{concurrency}"
-                rows.append((f"llama.cpp server, {concurrency} in flight, tok/s",
-                             f"{backends[f'{name}_tokens_per_s']:.1f}",
-                             f"{backends[f'{name}_over_hf_batch1']:.1f}x HFLLM batch 1"))
-        print("Code World Models: a model's step vs the true environment's vs one LLM call (paper table 7) ...",
-              flush=True)
+                rows.append(
+                    (
+                        f"llama.cpp server, {concurrency} in flight, tok/s",
+                        f"{backends[f'{name}_tokens_per_s']:.1f}",
+                        f"{backends[f'{name}_over_hf_batch1']:.1f}x HFLLM batch 1",
+                    )
+                )
+        print(
+            "Code World Models: a model's step vs the true environment's vs one LLM call (paper table 7) ...",
+            flush=True,
+        )
         from benchmarks.cwm import bench_cwm
 
         results["cwm"] = cwm = bench_cwm()
-        rows += [("CWM step, CartPole example, in process", f"{cwm['cwm_step_us']:.1f} us", ""),
-                 ("CWM step, in its sandboxed process", f"{cwm['cwm_sandboxed_step_us']:.1f} us",
-                  f"{cwm['transitions']} transitions, a process each"),
-                 ("true environment step, gymnasium", f"{cwm['true_env_step_us']:.1f} us",
-                  f"CWM / true env {cwm['cwm_over_true_env']:.1f}x"),
-                 ("one LLM call, embedded model", f"{cwm['llm_call_s']:.1f} s",
-                  f"{cwm['llm_completion_tokens']} tokens; {cwm['llm_call_over_cwm_step']:.0f}x a CWM step")]
+        rows += [
+            ("CWM step, CartPole example, in process", f"{cwm['cwm_step_us']:.1f} us", ""),
+            (
+                "CWM step, in its sandboxed process",
+                f"{cwm['cwm_sandboxed_step_us']:.1f} us",
+                f"{cwm['transitions']} transitions, a process each",
+            ),
+            (
+                "true environment step, gymnasium",
+                f"{cwm['true_env_step_us']:.1f} us",
+                f"CWM / true env {cwm['cwm_over_true_env']:.1f}x",
+            ),
+            (
+                "one LLM call, embedded model",
+                f"{cwm['llm_call_s']:.1f} s",
+                f"{cwm['llm_completion_tokens']} tokens; {cwm['llm_call_over_cwm_step']:.0f}x a CWM step",
+            ),
+        ]
     width = max(len(row[0]) for row in rows)
     for name, value, goal in rows:
         print(f"  {name:<{width}}  {value:>10}  {goal}")
@@ -121,4 +167,3 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {out}")
     return results
-

@@ -55,12 +55,22 @@ def bench_cwm(steps: int = 2000, llm_tokens: int = 128) -> dict:
             env.reset()
     true_step = (time.perf_counter() - started) / steps
 
-    llm = load_llm("smollm2-135m-sft", SamplingConfig(max_new_tokens=llm_tokens, temperature=1.0, top_p=0.8),
-                   dtype=torch.bfloat16, generator=torch.Generator().manual_seed(0))
+    llm = load_llm(
+        "smollm2-135m-sft",
+        SamplingConfig(max_new_tokens=llm_tokens, temperature=1.0, top_p=0.8),
+        dtype=torch.bfloat16,
+        generator=torch.Generator().manual_seed(0),
+    )
     started = time.perf_counter()
     llm.complete([prompt])
     llm_call = time.perf_counter() - started
-    return {"transitions": len(sample), "cwm_step_us": in_process * 1e6, "cwm_sandboxed_step_us": sandboxed * 1e6,
-            "true_env_step_us": true_step * 1e6, "llm_call_s": llm_call,
-            "llm_completion_tokens": llm.usage.completion_tokens,
-            "cwm_over_true_env": in_process / true_step, "llm_call_over_cwm_step": llm_call / in_process}
+    return {
+        "transitions": len(sample),
+        "cwm_step_us": in_process * 1e6,
+        "cwm_sandboxed_step_us": sandboxed * 1e6,
+        "true_env_step_us": true_step * 1e6,
+        "llm_call_s": llm_call,
+        "llm_completion_tokens": llm.usage.completion_tokens,
+        "cwm_over_true_env": in_process / true_step,
+        "llm_call_over_cwm_step": llm_call / in_process,
+    }

@@ -31,8 +31,21 @@ def embedded_gguf() -> Path:
 def llama_server(gguf: Path, *, threads: int) -> Iterator[str]:
     """Serve `gguf` on a free local port while the block runs; yields the base URL (`http://.../v1`)."""
     port = _free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", str(CONTEXT_TOKENS), "--n_threads", str(threads)]
+    command = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(CONTEXT_TOKENS),
+        "--n_threads",
+        str(threads),
+    ]
     base_url = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a full pipe would block the server
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

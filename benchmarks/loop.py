@@ -30,11 +30,25 @@ PREVIOUS_SCALE = ("rollout.n_envs=8", "rollout.fewshot=6", "model.name=smollm2-1
 def run_iteration(tree: Path, config: Path, runs: Path, overrides: tuple[str, ...] = ()) -> dict:
     """One training iteration by the code in `tree`, in a child process: its iterations.jsonl record,
     its wall time from start to exit and its own peak resident memory."""
-    command = [sys.executable, "-m", "codeplay_lightning.cli", "train", str(config.resolve()),
-               f"trainer.run_root={runs}", "trainer.iterations=1", *overrides]
+    command = [
+        sys.executable,
+        "-m",
+        "codeplay_lightning.cli",
+        "train",
+        str(config.resolve()),
+        f"trainer.run_root={runs}",
+        "trainer.iterations=1",
+        *overrides,
+    ]
     started = time.perf_counter()
-    child = subprocess.Popen(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        command,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stderr = child.stderr.read()
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -57,8 +71,10 @@ def baseline_tree(directory: Path) -> Path:
     """The baseline commit's files, unpacked from this repository's history."""
     archive = subprocess.run(["git", "archive", "--format=tar", BASELINE], capture_output=True)
     if archive.returncode:
-        raise RuntimeError(f"git archive {BASELINE} failed (run the benchmarks from a clone with its history): "
-                           f"{archive.stderr.decode().strip()}")
+        raise RuntimeError(
+            f"git archive {BASELINE} failed (run the benchmarks from a clone with its history): "
+            f"{archive.stderr.decode().strip()}"
+        )
     tar_path = directory / "baseline.tar"
     tar_path.write_bytes(archive.stdout)
     with tarfile.open(tar_path) as tar:
@@ -105,9 +121,17 @@ def bench_loop(config: str = "configs/balanced.yaml") -> dict:
     sampling = current["setter_sampling_seconds"] + current["solver_seconds"] - current["sandbox_seconds"]
     bare = bare_update_seconds(current["action_tokens"], current["puzzles"], config_path)
     limit = bare + sampling
-    return {"config": config, "baseline_commit": BASELINE, "previous_scale": PREVIOUS_SCALE,
-            "baseline": baseline, "current_at_previous_scale": previous_scale, "current": current,
-            "limit_seconds": limit, "limit_bare_update_seconds": bare, "limit_sampling_seconds": sampling,
-            "speedup_same_config": previous_scale["puzzles_per_hour"] / baseline["puzzles_per_hour"],
-            "speedup_each_at_its_scale": current["puzzles_per_hour"] / baseline["puzzles_per_hour"],
-            "iteration_over_limit": current["seconds"] / limit}
+    return {
+        "config": config,
+        "baseline_commit": BASELINE,
+        "previous_scale": PREVIOUS_SCALE,
+        "baseline": baseline,
+        "current_at_previous_scale": previous_scale,
+        "current": current,
+        "limit_seconds": limit,
+        "limit_bare_update_seconds": bare,
+        "limit_sampling_seconds": sampling,
+        "speedup_same_config": previous_scale["puzzles_per_hour"] / baseline["puzzles_per_hour"],
+        "speedup_each_at_its_scale": current["puzzles_per_hour"] / baseline["puzzles_per_hour"],
+        "iteration_over_limit": current["seconds"] / limit,
+    }

@@ -54,13 +54,23 @@ def bench_solver_backends(max_new_tokens: int = 64) -> dict:
         return llm.usage.completion_tokens / llm.usage.seconds
 
     model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=torch.bfloat16)
-    hf = {batch_size: HFLLM(model, tokenizer, sampling, chat=False, batch_size=batch_size,
-                            generator=torch.Generator().manual_seed(0)) for batch_size in (1, 32)}
+    hf = {
+        batch_size: HFLLM(
+            model, tokenizer, sampling, chat=False, batch_size=batch_size, generator=torch.Generator().manual_seed(0)
+        )
+        for batch_size in (1, 32)
+    }
     hf_batch1 = tokens_per_s(hf[1], prompts[:4])  # as in bench_sampling: one at a time is slow
     hf_batch32 = tokens_per_s(hf[32], prompts)
-    result = {"model": EMBEDDED_ALIAS, "prompts": len(prompts), "max_new_tokens": max_new_tokens,
-              "torch_threads": torch.get_num_threads(), "hf_batch1_tokens_per_s": hf_batch1,
-              "hf_batch32_tokens_per_s": hf_batch32, "hf_batch32_over_batch1": hf_batch32 / hf_batch1}
+    result = {
+        "model": EMBEDDED_ALIAS,
+        "prompts": len(prompts),
+        "max_new_tokens": max_new_tokens,
+        "torch_threads": torch.get_num_threads(),
+        "hf_batch1_tokens_per_s": hf_batch1,
+        "hf_batch32_tokens_per_s": hf_batch32,
+        "hf_batch32_over_batch1": hf_batch32 / hf_batch1,
+    }
     if importlib.util.find_spec("llama_cpp") is None:
         result["server_skipped"] = "llama_cpp is not installed (make install-server)"
         return result
@@ -123,13 +133,21 @@ def bench_setter_sampler(streams: int = 8, steps: int = 96) -> dict:
 
     def ours() -> int:
         generators = [torch.Generator().manual_seed(seed) for seed in range(streams)]
-        samples = sample_streams(model, tokenizer, prompt, steps, SamplingConfig(steps, 0.8, 1.0, SETTER_STOP),
-                                 generators)
+        samples = sample_streams(
+            model, tokenizer, prompt, steps, SamplingConfig(steps, 0.8, 1.0, SETTER_STOP), generators
+        )
         return sum(len(ids) for ids in samples.token_ids)
 
     def hugging_face() -> int:
-        output = model.generate(**prompt_ids, do_sample=True, temperature=0.8, top_k=0, max_new_tokens=steps,
-                                min_new_tokens=steps, pad_token_id=tokenizer.eos_token_id)
+        output = model.generate(
+            **prompt_ids,
+            do_sample=True,
+            temperature=0.8,
+            top_k=0,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            pad_token_id=tokenizer.eos_token_id,
+        )
         return (output.shape[1] - prompt_ids["input_ids"].shape[1]) * streams
 
     speeds = {}
@@ -138,6 +156,10 @@ def bench_setter_sampler(streams: int = 8, steps: int = 96) -> dict:
             started = time.perf_counter()
             tokens = run()
             speeds[name] = tokens / (time.perf_counter() - started)
-    return {"streams": streams, "steps": steps, "sample_streams_tokens_per_s": speeds["sample_streams"],
-            "hf_generate_tokens_per_s": speeds["hf_generate"],
-            "sampler_over_generate": speeds["sample_streams"] / speeds["hf_generate"]}
+    return {
+        "streams": streams,
+        "steps": steps,
+        "sample_streams_tokens_per_s": speeds["sample_streams"],
+        "hf_generate_tokens_per_s": speeds["hf_generate"],
+        "sampler_over_generate": speeds["sample_streams"] / speeds["hf_generate"],
+    }

@@ -58,8 +58,12 @@ def _numbered(program: Program, index: int) -> Program:
 
 def bare_forks_per_second(forks: int, loops: int = WORKERS) -> float:
     """Forks per second of `loops` bare fork loops of a minimal Python at once, `forks` each."""
-    runs = [subprocess.Popen([sys.executable, "-S", "-I", "-c", BARE_FORK_LOOP, str(forks)], stdout=subprocess.PIPE,
-                             text=True) for _ in range(loops)]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-S", "-I", "-c", BARE_FORK_LOOP, str(forks)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(loops)
+    ]
     return loops * forks / max(float(run.communicate()[0]) for run in runs)
 
 
@@ -115,8 +119,11 @@ def bench_sandbox(count: int) -> dict:
     inprocess_statuses = [judge_in_process(program) for program in programs]
     inprocess_seconds = time.perf_counter() - started
     statuses = [v.status for v in verdicts]
-    mismatches = [f"{p.name}: sandbox {a}, naive {b}, in-process {c}"
-                  for p, a, b, c in zip(programs, statuses, naive_statuses, inprocess_statuses) if not a == b == c]
+    mismatches = [
+        f"{p.name}: sandbox {a}, naive {b}, in-process {c}"
+        for p, a, b, c in zip(programs, statuses, naive_statuses, inprocess_statuses)
+        if not a == b == c
+    ]
     return {
         "programs": count,
         "isolation": isolation,

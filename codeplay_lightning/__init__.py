@@ -21,7 +21,7 @@ The results that flow between them, from the bottom up:
     Verdict          execution   one program judged (pass | fail | error | timeout | memory | syntax),
                                  or one call's value (returned | error | timeout | memory | syntax)
     PuzzleCheck      puzzles     is a Setter's text a puzzle the judge can check, and if not, why
-    Evaluation       search      a candidate program's score on a task, or its bug
+    Feedback         search      a candidate program's score on a task and its bug: what improve and fix show
     SearchResult     search      one search's best program, its score, calls spent, the call that solved
     ModelScore       cwm         a Code World Model's accuracies on an environment's transitions
     SolverResult     solver      the Solver on one puzzle: passes and difficulty D

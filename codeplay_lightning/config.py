@@ -70,10 +70,12 @@ class ModelConfig:
     detach_value_trunk: bool = True  # the untrained value head sends no gradient into the LM
 
     def __post_init__(self) -> None:
-        _require(self.name in (EMBEDDED_ALIAS, WARMSTART_ALIAS) or Path(self.name).is_dir()
-                 or HUB_ID.fullmatch(self.name) is not None,
-                 f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, {WARMSTART_ALIAS}, a local directory "
-                 "nor a hub id")
+        _require(
+            self.name in (EMBEDDED_ALIAS, WARMSTART_ALIAS)
+            or Path(self.name).is_dir()
+            or HUB_ID.fullmatch(self.name) is not None,
+            f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, {WARMSTART_ALIAS}, a local directory nor a hub id",
+        )
 
 
 @dataclass
@@ -87,8 +89,11 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         _require(self.n_envs >= 1 and self.n_steps >= 1, "rollout.n_envs and rollout.n_steps must be >= 1")
         _require(self.temperature > 0, "rollout.temperature must be > 0")
-        _require(self.top_p == 1, f"rollout.top_p must be 1, got {self.top_p}: PPO takes the old log-probs over the "
-                                  "whole vocabulary at the temperature, not over the nucleus sampled")
+        _require(
+            self.top_p == 1,
+            f"rollout.top_p must be 1, got {self.top_p}: PPO takes the old log-probs over the "
+            "whole vocabulary at the temperature, not over the nucleus sampled",
+        )
         _require(self.fewshot >= 1, "rollout.fewshot must be >= 1")
 
 
@@ -116,12 +121,16 @@ class RewardConfig:
     reference_split: str | None = None  # P3 split.json beside it (required with `reference`)
 
     def __post_init__(self) -> None:
-        _require((self.reference is None) == (self.reference_split is None),
-                 "reward.reference and reward.reference_split go together")
+        _require(
+            (self.reference is None) == (self.reference_split is None),
+            "reward.reference and reward.reference_split go together",
+        )
         for key, path in (("reference", self.reference), ("reference_split", self.reference_split)):
-            _require(path is None or Path(path).is_file(),
-                     f"reward.{key} {path} does not exist (P3's files: git clone "
-                     "https://github.com/microsoft/PythonProgrammingPuzzles data/p3)")
+            _require(
+                path is None or Path(path).is_file(),
+                f"reward.{key} {path} does not exist (P3's files: git clone "
+                "https://github.com/microsoft/PythonProgrammingPuzzles data/p3)",
+            )
 
 
 @dataclass
@@ -169,12 +178,16 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
-        _require(self.rollout.n_envs >= self.trainer.devices,
-                 f"rollout.n_envs ({self.rollout.n_envs}) must be at least trainer.devices ({self.trainer.devices}): "
-                 "the streams are shared among the devices, at least one each")
+        _require(
+            self.rollout.n_envs >= self.trainer.devices,
+            f"rollout.n_envs ({self.rollout.n_envs}) must be at least trainer.devices ({self.trainer.devices}): "
+            "the streams are shared among the devices, at least one each",
+        )
         if self.reward.combine == "product":
-            _require(self.reward.w_difficulty == 1 and self.reward.w_novelty == 1,
-                     "reward.combine=product takes no weights: leave w_difficulty and w_novelty at 1")
+            _require(
+                self.reward.w_difficulty == 1 and self.reward.w_novelty == 1,
+                "reward.combine=product takes no weights: leave w_difficulty and w_novelty at 1",
+            )
 
 
 def _require(condition: bool, message: str) -> None:

@@ -34,8 +34,9 @@ from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver, solve
 log = logging.getLogger("codeplay_lightning")
 
 
-def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer=None,
-          callbacks: Sequence[L.Callback] = ()) -> Path:
+def train(
+    config: TrainConfig, resume: str | None = None, policy=None, tokenizer=None, callbacks: Sequence[L.Callback] = ()
+) -> Path:
     """Train the Setter; returns the run directory. `resume` is a checkpoint path or "auto" (the
     newest `last.ckpt` of this config's runs). `policy`/`tokenizer` replace loading `model.name`
     (tests pass tiny models built in code); `callbacks` are extra Lightning callbacks (for tests
@@ -46,44 +47,82 @@ def train(config: TrainConfig, resume: str | None = None, policy=None, tokenizer
         policy, tokenizer = load_causal_lm(config.model.name)
     log.info("policy: %s (%.1fM parameters)", config.model.name, sum(p.numel() for p in policy.parameters()) / 1e6)
     policy, frozen = _trainable(policy, config)
-    examples = fewshot_puzzles()[:config.rollout.fewshot]
+    examples = fewshot_puzzles()[: config.rollout.fewshot]
     embedder = load_embedder(config.reward.embedder)
     reference, reference_name = _reference_puzzles(config)
     reference_distance = reference_mean_distance(embed(embedder, [p.f for p in reference]))
-    log.info("novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)", reference_distance,
-             len(reference), reference_name)
+    log.info(
+        "novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)",
+        reference_distance,
+        len(reference),
+        reference_name,
+    )
 
-    logger = TensorBoardLogger(config.trainer.run_root, name=config.name,
-                               version=_version_of(checkpoint) if checkpoint else None, default_hp_metric=False)
+    logger = TensorBoardLogger(
+        config.trainer.run_root,
+        name=config.name,
+        version=_version_of(checkpoint) if checkpoint else None,
+        default_hp_metric=False,
+    )
     run_dir = Path(logger.log_dir)
-    with Sandbox(workers=config.sandbox.workers, timeout=config.sandbox.timeout,
-                 require_isolation=config.sandbox.require_isolation) as sandbox:
+    with Sandbox(
+        workers=config.sandbox.workers,
+        timeout=config.sandbox.timeout,
+        require_isolation=config.sandbox.require_isolation,
+    ) as sandbox:
         log.info("sandbox isolation: %s", sandbox.isolation)
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
         # with LoRA the Solver's model is the policy, which the rollout runs with its adapters off
         solver_llm, solver_model = _solver_llm(config, frozen if frozen is not None else policy, tokenizer, generator)
         solver = _solver(config, solver_llm, sandbox, examples, generator)
-        module = SetterPPOModule(policy=policy, frozen=frozen, ppo=config.ppo, temperature=config.rollout.temperature,
-                                 value_hidden=config.model.value_hidden,
-                                 detach_value_trunk=config.model.detach_value_trunk,
-                                 identity={"model": config.model.name, "lora_rank": config.model.lora_rank,
-                                           "reward": [config.reward.w_difficulty, config.reward.w_novelty,
-                                                      config.reward.combine]},
-                                 rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0)
-        datamodule = ArchiveDataModule(archive=NoveltyArchive(embedder.get_embedding_dimension()), ppo=config.ppo,
-                                       seed=config.trainer.seed)
+        module = SetterPPOModule(
+            policy=policy,
+            frozen=frozen,
+            ppo=config.ppo,
+            temperature=config.rollout.temperature,
+            value_hidden=config.model.value_hidden,
+            detach_value_trunk=config.model.detach_value_trunk,
+            identity={
+                "model": config.model.name,
+                "lora_rank": config.model.lora_rank,
+                "reward": [config.reward.w_difficulty, config.reward.w_novelty, config.reward.combine],
+            },
+            rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0,
+        )
+        datamodule = ArchiveDataModule(
+            archive=NoveltyArchive(embedder.get_embedding_dimension()), ppo=config.ppo, seed=config.trainer.seed
+        )
         # the prompt ends where a blank line ends inside the few-shot block: before the next `def f`
         prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
-        rollout = RolloutCallback(config=config, tokenizer=tokenizer, setter_prompt=prompt, solver=solver,
-                                  sandbox=sandbox, solver_model=solver_model, embedder=embedder,
-                                  reference_distance=reference_distance, generator=generator)
+        rollout = RolloutCallback(
+            config=config,
+            tokenizer=tokenizer,
+            setter_prompt=prompt,
+            solver=solver,
+            sandbox=sandbox,
+            solver_model=solver_model,
+            embedder=embedder,
+            reference_distance=reference_distance,
+            generator=generator,
+        )
         trainer = L.Trainer(
-            max_epochs=config.trainer.iterations, precision=config.trainer.precision,
-            accelerator=config.trainer.accelerator, devices=config.trainer.devices, strategy=config.trainer.strategy,
-            logger=logger, log_every_n_steps=1, num_sanity_val_steps=0, use_distributed_sampler=False,
-            gradient_clip_val=config.ppo.max_grad_norm, accumulate_grad_batches=config.ppo.accumulate_grad_batches,
-            callbacks=[rollout, RichProgressBar(), IterationCheckpoint(run_dir / "checkpoints" / "last.ckpt"),
-                       *callbacks],
+            max_epochs=config.trainer.iterations,
+            precision=config.trainer.precision,
+            accelerator=config.trainer.accelerator,
+            devices=config.trainer.devices,
+            strategy=config.trainer.strategy,
+            logger=logger,
+            log_every_n_steps=1,
+            num_sanity_val_steps=0,
+            use_distributed_sampler=False,
+            gradient_clip_val=config.ppo.max_grad_norm,
+            accumulate_grad_batches=config.ppo.accumulate_grad_batches,
+            callbacks=[
+                rollout,
+                RichProgressBar(),
+                IterationCheckpoint(run_dir / "checkpoints" / "last.ckpt"),
+                *callbacks,
+            ],
         )
         if trainer.global_rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -114,8 +153,13 @@ def _trainable(policy, config: TrainConfig):
     if config.model.lora_rank:
         from peft import LoraConfig, get_peft_model
 
-        lora = LoraConfig(r=config.model.lora_rank, lora_alpha=config.model.lora_alpha, lora_dropout=0.0,
-                          target_modules=list(config.model.lora_targets), task_type="CAUSAL_LM")
+        lora = LoraConfig(
+            r=config.model.lora_rank,
+            lora_alpha=config.model.lora_alpha,
+            lora_dropout=0.0,
+            target_modules=list(config.model.lora_targets),
+            task_type="CAUSAL_LM",
+        )
         return get_peft_model(policy, lora), None
     frozen = copy.deepcopy(policy).requires_grad_(False).eval()
     if config.trainer.precision.startswith("bf16"):
@@ -123,8 +167,9 @@ def _trainable(policy, config: TrainConfig):
     return policy, frozen
 
 
-def _solver(config: TrainConfig, llm: LLM, sandbox: Sandbox, examples: Sequence[Puzzle],
-            generator: torch.Generator) -> Solver:
+def _solver(
+    config: TrainConfig, llm: LLM, sandbox: Sandbox, examples: Sequence[Puzzle], generator: torch.Generator
+) -> Solver:
     """The Solver of `config.solver` on `llm`; a search's seeds draw from `generator`, the rollout's."""
     solver = config.solver
     log.info("solver: %s, %d attempts, LLM %s", solver.strategy, solver.attempts, solver.llm)
@@ -142,12 +187,14 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
     solver = config.solver
     chat = None if solver.strategy != "few-shot" else False
     if solver.llm == "frozen":
-        llm = HFLLM(frozen, tokenizer, solver_sampling(solver), chat=chat, batch_size=solver.batch_size,
-                    generator=generator)
+        llm = HFLLM(
+            frozen, tokenizer, solver_sampling(solver), chat=chat, batch_size=solver.batch_size, generator=generator
+        )
         return llm, None
     dtype = torch.bfloat16 if config.trainer.precision.startswith("bf16") else torch.float32  # as the frozen copy
-    llm = load_llm(solver.llm, solver_sampling(solver), chat=chat, dtype=dtype, batch_size=solver.batch_size,
-                   generator=generator)
+    llm = load_llm(
+        solver.llm, solver_sampling(solver), chat=chat, dtype=dtype, batch_size=solver.batch_size, generator=generator
+    )
     return llm, llm.model if isinstance(llm, HFLLM) else None
 
 
@@ -169,11 +216,14 @@ def find_checkpoint(config: TrainConfig, resume: str) -> str:
         try:
             torch.load(resume, map_location="cpu", weights_only=False, mmap=True)
         except Exception as error:  # noqa: BLE001 - any way of being unreadable
-            raise ConfigError(f"checkpoint {resume} is unreadable ({type(error).__name__}); "
-                              "not starting afresh") from None
+            raise ConfigError(
+                f"checkpoint {resume} is unreadable ({type(error).__name__}); not starting afresh"
+            ) from None
         return resume
-    candidates = sorted(Path(config.trainer.run_root, config.name).glob("version_*/checkpoints/last.ckpt"),
-                        key=lambda path: int(_version_of(str(path))))
+    candidates = sorted(
+        Path(config.trainer.run_root, config.name).glob("version_*/checkpoints/last.ckpt"),
+        key=lambda path: int(_version_of(str(path))),
+    )
     if not candidates:
         raise ConfigError(f"RESUME=auto found no checkpoint under {Path(config.trainer.run_root, config.name)}")
     return find_checkpoint(config, str(candidates[-1]))

@@ -36,6 +36,16 @@ def cartpole_rollout(n: int = 60, seed: int = 0) -> Transitions:
         episodes.append(episode)
         state = rng.uniform(-0.05, 0.05, 4).astype(np.float32) if done else next_state
         episode += done
-    return Transitions("CartPole-v1", "float32", True, np.array(rows), np.array(actions), np.array(next_rows),
-                       np.ones(n, np.float32), np.array(dones), np.zeros(n, bool), np.array(episodes),
-                       np.full(n, "search"))
+    return Transitions(
+        "CartPole-v1",
+        "float32",
+        True,
+        np.array(rows),
+        np.array(actions),
+        np.array(next_rows),
+        np.ones(n, np.float32),
+        np.array(dones),
+        np.zeros(n, bool),
+        np.array(episodes),
+        np.full(n, "search"),
+    )

@@ -40,9 +40,16 @@ def stream_llama(tokenizer: PreTrainedTokenizerFast, eos_logit: float = 2.0) -> 
     Setter streams finish many short puzzles. It saves and loads like any Llama (bias in config)."""
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, mlp_bias=True,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        mlp_bias=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     model = LlamaForCausalLM(config)
     direction = torch.ones(config.hidden_size)
@@ -87,7 +94,7 @@ class ScriptedLLM:
             self.script += [self.answer(prompt) for prompt in prompts]
         if len(self.prompts) + len(prompts) > len(self.script):
             raise RuntimeError(f"ScriptedLLM: script of {len(self.script)} completions exhausted")
-        completions = self.script[len(self.prompts):len(self.prompts) + len(prompts)]
+        completions = self.script[len(self.prompts) : len(self.prompts) + len(prompts)]
         self.prompts.extend(prompts)
         self.batches.append(len(prompts))
         self.usage.calls += len(prompts)
@@ -120,8 +127,9 @@ def stream_alone(model, tokenizer, prompt: str, n_steps: int, config: SamplingCo
     for _ in range(n_steps):
         with torch.no_grad():
             logits = model(input_ids=torch.cat([prompt_ids, torch.tensor(open_ids, dtype=torch.long)])[None]).logits
-        token, logprob = pick_tokens(logits[:, -1].float(), config.temperature, config.top_p,
-                                     torch.rand(1, generator=generator), config.top_k)
+        token, logprob = pick_tokens(
+            logits[:, -1].float(), config.temperature, config.top_p, torch.rand(1, generator=generator), config.top_k
+        )
         open_ids.append(int(token))
         open_logprobs.append(float(logprob))
         text = tokenizer.decode(open_ids)
@@ -145,8 +153,11 @@ def random_puzzles(lengths: list[int], seed: int = 0) -> tuple[list[Episode], li
     """Puzzles of random action ids, `lengths[i]` for puzzle i, each valid with a random reward, as the rollout
     hands them to `build_buffer` (their sampler log-probs are 0: no sampler wrote them)."""
     generator = torch.Generator().manual_seed(seed)
-    episodes = [Episode(f"puzzle {row}", torch.randint(3, 90, (length,), generator=generator), torch.zeros(length))
-                for row, length in enumerate(lengths)]
+    episodes = [
+        Episode(f"puzzle {row}", torch.randint(3, 90, (length,), generator=generator), torch.zeros(length))
+        for row, length in enumerate(lengths)
+    ]
     rewards = torch.randn(len(lengths), generator=generator).tolist()
-    return episodes, [ScoredPuzzle(episode.text, True, "", 1, 2.0, reward, 0.0, reward)
-                      for episode, reward in zip(episodes, rewards)]
+    return episodes, [
+        ScoredPuzzle(episode.text, True, "", 1, 2.0, reward, 0.0, reward) for episode, reward in zip(episodes, rewards)
+    ]

@@ -21,17 +21,28 @@ if TYPE_CHECKING:
 
 
 def add_workers_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=workers, default=SandboxConfig.workers,
-                        help="sandbox wardens: programs judged at once (default: %(default)s)")
+    parser.add_argument(
+        "--workers",
+        type=workers,
+        default=SandboxConfig.workers,
+        help="sandbox wardens: programs judged at once (default: %(default)s)",
+    )
 
 
 def add_sandbox_options(parser: argparse.ArgumentParser) -> None:
     """For the commands that judge programs someone else wrote: a file's, or an LLM's."""
     add_workers_option(parser)
-    parser.add_argument("--timeout", type=timeout, default=SandboxConfig.timeout,
-                        help="seconds per program (default: %(default)s, as P3's judge)")
-    parser.add_argument("--require-isolation", action="store_true",
-                        help="refuse to run programs with less than full isolation (root: namespaces, cgroup, seccomp)")
+    parser.add_argument(
+        "--timeout",
+        type=timeout,
+        default=SandboxConfig.timeout,
+        help="seconds per program (default: %(default)s, as P3's judge)",
+    )
+    parser.add_argument(
+        "--require-isolation",
+        action="store_true",
+        help="refuse to run programs with less than full isolation (root: namespaces, cgroup, seccomp)",
+    )
 
 
 def sandbox(args: argparse.Namespace) -> Sandbox:
@@ -42,8 +53,12 @@ def sandbox(args: argparse.Namespace) -> Sandbox:
 
 def add_sampling_options(parser: argparse.ArgumentParser) -> None:
     """How a search's LLM samples: paper table 5, with a length cap for CPUs."""
-    parser.add_argument("--max-new-tokens", type=int, default=512,
-                        help="per completion, prose and program (default: %(default)s; paper: 1500, on GPUs)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=512,
+        help="per completion, prose and program (default: %(default)s; paper: 1500, on GPUs)",
+    )
     parser.add_argument("--temperature", type=float, default=1.0, help="default: %(default)s, as the paper")
     parser.add_argument("--top-p", type=float, default=0.8, help="default: %(default)s, as the paper")
     parser.add_argument("--top-k", type=int, default=100, help="0: no limit (default: %(default)s, as the paper)")
@@ -57,17 +72,27 @@ def sampling(args: argparse.Namespace) -> SamplingConfig:
 
 def add_model_options(parser: argparse.ArgumentParser, llm: str) -> None:
     """`--llm`, defaulting to `llm` (the model a command is about), and where and how a local one runs."""
-    parser.add_argument("--llm", default=llm,
-                        help="smollm2-135m, smollm2-135m-sft (with the warm-start adapter), a hub id, a local "
-                             "directory, or openai:BASE_URL#MODEL for an OpenAI-compatible server "
-                             "(default: %(default)s)")
-    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
-                        help="weights of a local model; auto (default): bfloat16 (it samples ~1.5x faster on CPUs "
-                             "with AMX) on CPU and on GPUs of compute capability 8 or more, float32 on older GPUs, "
-                             "which only emulate bfloat16")
-    parser.add_argument("--device", type=device, default="auto",
-                        help="where a local model runs: auto (default: cuda when available, else cpu), cpu, cuda, "
-                             "cuda:N")
+    parser.add_argument(
+        "--llm",
+        default=llm,
+        help="smollm2-135m, smollm2-135m-sft (with the warm-start adapter), a hub id, a local "
+        "directory, or openai:BASE_URL#MODEL for an OpenAI-compatible server "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="weights of a local model; auto (default): bfloat16 (it samples ~1.5x faster on CPUs "
+        "with AMX) on CPU and on GPUs of compute capability 8 or more, float32 on older GPUs, "
+        "which only emulate bfloat16",
+    )
+    parser.add_argument(
+        "--device",
+        type=device,
+        default="auto",
+        help="where a local model runs: auto (default: cuda when available, else cpu), cpu, cuda, cuda:N",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seeds the LLM's sampling (and a search's own choices)")
 
 
@@ -78,8 +103,14 @@ def load_model(args: argparse.Namespace, sampling: SamplingConfig, **options) ->
 
     from codeplay_lightning.llm import load_llm
 
-    return load_llm(args.llm, sampling, dtype=model_dtype(args.dtype, args.device), device=args.device,
-                    generator=torch.Generator().manual_seed(args.seed), **options)
+    return load_llm(
+        args.llm,
+        sampling,
+        dtype=model_dtype(args.dtype, args.device),
+        device=args.device,
+        generator=torch.Generator().manual_seed(args.seed),
+        **options,
+    )
 
 
 def model_dtype(name: str, device: str) -> torch.dtype:

@@ -26,8 +26,10 @@ def run(args: argparse.Namespace) -> int:
 def clone_benchmarks() -> ModuleType:
     """The `benchmarks` package beside `codeplay_lightning/`."""
     if not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
-        raise ValueError(f"codeplay bench runs from a clone of the repository: {CHECKOUT} has no benchmarks/ "
-                         "(an installed wheel does not ship them)")
+        raise ValueError(
+            f"codeplay bench runs from a clone of the repository: {CHECKOUT} has no benchmarks/ "
+            "(an installed wheel does not ship them)"
+        )
     sys.path.insert(0, str(CHECKOUT))
     import benchmarks
 

@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
         entries, lost = build_corpus(FAMILIES, HELDOUT_FAMILIES, args.n, args.seed, sandbox)
     out.write_text(json.dumps(entries, indent=1) + "\n")
     splits = Counter(entry["split"] for entry in entries)
-    print(f"{len(entries)} verified puzzles from {len(FAMILIES)} families in {time.perf_counter() - started:.1f} s: "
-          + ", ".join(f"{name} {count}" for name, count in sorted(splits.items())))
+    print(
+        f"{len(entries)} verified puzzles from {len(FAMILIES)} families in {time.perf_counter() - started:.1f} s: "
+        + ", ".join(f"{name} {count}" for name, count in sorted(splits.items()))
+    )
     if lost:
         most = ", ".join(f"{reason} {count}" for reason, count in lost.most_common(5))
         print(f"  dropped by verification: {sum(lost.values())} ({most})")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,18 +26,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task = parser.add_mutually_exclusive_group(required=True)
     task.add_argument("--puzzles", metavar="FILE", help="P3-format JSON, our corpus JSON or JSONL of {f, g?}")
     task.add_argument("--setter", type=int, metavar="N", help="sample N puzzles from the Setter prompt")
-    parser.add_argument("--split", help="only the entries of a corpus file in this split "
-                                        "(train, heldout_instances, heldout_families)")
+    parser.add_argument(
+        "--split", help="only the entries of a corpus file in this split (train, heldout_instances, heldout_families)"
+    )
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N puzzles (after --split)")
-    parser.add_argument("--attempts", type=int, default=4, metavar="K",
-                        help="Solver samples per puzzle, for pass@1 and pass@K (default: %(default)s, as base.yaml)")
-    parser.add_argument("--fewshot", type=int, default=RolloutConfig.fewshot,
-                        help="bundled few-shot puzzles in the prompts (default: %(default)s, as rollout.fewshot)")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=4,
+        metavar="K",
+        help="Solver samples per puzzle, for pass@1 and pass@K (default: %(default)s, as base.yaml)",
+    )
+    parser.add_argument(
+        "--fewshot",
+        type=int,
+        default=RolloutConfig.fewshot,
+        help="bundled few-shot puzzles in the prompts (default: %(default)s, as rollout.fewshot)",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="rows sampled together")
-    parser.add_argument("--max-new-tokens", type=int, default=SolverConfig.max_new_tokens,
-                        help="per attempt (default: %(default)s, as solver.max_new_tokens)")
-    parser.add_argument("--temperature", type=float, default=SolverConfig.temperature,
-                        help="default: %(default)s, as solver.temperature")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=SolverConfig.max_new_tokens,
+        help="per attempt (default: %(default)s, as solver.max_new_tokens)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=SolverConfig.temperature,
+        help="default: %(default)s, as solver.temperature",
+    )
     add_model_options(parser, llm=WARMSTART_ALIAS)
     add_sandbox_options(parser)
     parser.add_argument("--out", required=True, help="directory for summary.json and puzzles.jsonl")
@@ -52,9 +69,13 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--attempts", args.attempts), ("--setter", args.setter), ("--limit", args.limit)):
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value}")
-    examples = fewshot_puzzles()[:args.fewshot]
-    config = SolverConfig(attempts=args.attempts, batch_size=args.batch_size,
-                          max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    examples = fewshot_puzzles()[: args.fewshot]
+    config = SolverConfig(
+        attempts=args.attempts,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+    )
     llm = load_model(args, solver_sampling(config), chat=False, batch_size=config.batch_size)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -83,7 +104,7 @@ def _evaluate_solver(args: argparse.Namespace, solver: FewShotSolver, bar: Progr
     """The Solver's attempts at each puzzle of `--puzzles` (after `--split` and `--limit`): the summary and a row
     per puzzle with every attempt's program and verdict."""
     from codeplay_lightning.puzzles.files import read_puzzle_file, split_and_groups
-    from codeplay_lightning.solver.evaluation import solver_summary
+    from codeplay_lightning.solver.evaluation import evaluate_solver
 
     entries = read_puzzle_file(args.puzzles)
     for entry in entries:
@@ -95,14 +116,14 @@ def _evaluate_solver(args: argparse.Namespace, solver: FewShotSolver, bar: Progr
             raise ValueError(f"--split: {args.puzzles} has no split field")
         if args.split not in set(splits.values()):
             raise ValueError(f"--split {args.split!r}: {args.puzzles} has the splits {sorted(set(splits.values()))}")
-    puzzles = list({e.name: e.puzzle for e in entries if not e.problem
-                    and (args.split is None or splits.get(e.name) == args.split)}.values())[:args.limit]
+    puzzles = list(
+        {
+            e.name: e.puzzle
+            for e in entries
+            if not e.problem and (args.split is None or splits.get(e.name) == args.split)
+        }.values()
+    )[: args.limit]
     if not puzzles:
         raise ValueError(f"{args.puzzles} holds no usable puzzle")
     task = bar.add_task("solving", total=len(puzzles) * args.attempts)
-    results = solver.solve(puzzles, on_batch_done=lambda done, total: bar.update(task, completed=done))
-    rows = [{"name": r.puzzle.name, "group": groups.get(r.puzzle.name), "attempts": r.attempts, "passes": r.passes,
-             "statuses": dict(Counter(v.status for v in r.verdicts)),
-             "tries": [{"g": p.g, "status": v.status, "detail": v.detail} for p, v in zip(r.programs, r.verdicts)]}
-            for r in results]
-    return solver_summary(results, groups), rows
+    return evaluate_solver(puzzles, solver, groups, on_batch_done=lambda done, total: bar.update(task, completed=done))

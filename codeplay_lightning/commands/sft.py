@@ -13,9 +13,12 @@ HELP = "supervised fine-tuning on puzzles, in the prompts' few-shot format"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sources", nargs="+", metavar="CORPUS",
-                        help="our corpus JSON (its train split), P3's puzzles.json (with --p3-split), "
-                             "or JSONL of {f, g}")
+    parser.add_argument(
+        "sources",
+        nargs="+",
+        metavar="CORPUS",
+        help="our corpus JSON (its train split), P3's puzzles.json (with --p3-split), or JSONL of {f, g}",
+    )
     parser.add_argument("--model", default=EMBEDDED_ALIAS, help="hub id, local directory or smollm2-135m")
     parser.add_argument("--out", required=True, help="output directory: a model spec usable everywhere")
     parser.add_argument("--p3-split", help="P3's split.json: only its train classes of a P3 puzzles.json are used")
@@ -32,12 +35,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from codeplay_lightning.sft import SFTConfig, fine_tune
 
-    config = SFTConfig(lora_rank=args.lora_rank, steps=args.steps, batch_size=args.batch_size, block=args.block,
-                       lr=args.lr, precision=args.precision, seed=args.seed)
+    config = SFTConfig(
+        lora_rank=args.lora_rank,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        block=args.block,
+        lr=args.lr,
+        precision=args.precision,
+        seed=args.seed,
+    )
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     keep_freed_memory_on_cpu("auto")  # the accelerator fine_tune asks Lightning for
     out = fine_tune(args.sources, args.model, args.out, config, p3_split=args.p3_split, resume=args.resume)
     record = json.loads((out / "sft.json").read_text())
-    print(f"{record['steps']} steps in {record['seconds']:.0f} s, final loss {record['final_loss']:.3f}; "
-          f"model written to {out} (use it as a model spec; tensorboard --logdir {out / 'logs'})")
+    print(
+        f"{record['steps']} steps in {record['seconds']:.0f} s, final loss {record['final_loss']:.3f}; "
+        f"model written to {out} (use it as a model spec; tensorboard --logdir {out / 'logs'})"
+    )
     return 0

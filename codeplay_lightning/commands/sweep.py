@@ -12,8 +12,11 @@ HELP = "train the paper's presets one after another (resumable), then compare"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--presets", help="comma-separated configs/<preset>.yaml names (default: the paper's six, "
-                                          "none,difficulty,novelty,balanced,novelty_biased,product)")
+    parser.add_argument(
+        "--presets",
+        help="comma-separated configs/<preset>.yaml names (default: the paper's six, "
+        "none,difficulty,novelty,balanced,novelty_biased,product)",
+    )
     parser.add_argument("--run-root", default="runs", help="each preset trains into RUN_ROOT/<preset>/version_0")
     parser.add_argument("--out", default="docs/results", help="where compare writes figure.png and report.md")
     parser.add_argument("--seed", type=int, default=0, help="trainer.seed of every run, and the compare seed")

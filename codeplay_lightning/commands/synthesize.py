@@ -21,21 +21,31 @@ HELP = "write programs for P3 puzzles or APPS problems with GIF-MCTS or a baseli
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", nargs=2, required=True, metavar=("p3|apps", "PATH"),
-                        help="p3 with a puzzle file (as for evaluate --puzzles) or 'bundled' (the bundled puzzles); "
-                             "apps with an APPS problem directory or a directory of them")
-    parser.add_argument("--method", default="gif-mcts",
-                        help="gif-mcts (default), worldcoder, or sample (B independent samples)")
+    parser.add_argument(
+        "--task",
+        nargs=2,
+        required=True,
+        metavar=("p3|apps", "PATH"),
+        help="p3 with a puzzle file (as for evaluate --puzzles) or 'bundled' (the bundled puzzles); "
+        "apps with an APPS problem directory or a directory of them",
+    )
+    parser.add_argument(
+        "--method", default="gif-mcts", help="gif-mcts (default), worldcoder, or sample (B independent samples)"
+    )
     parser.add_argument("--budget", type=int, default=50, metavar="B", help="LLM calls per task (paper: 50)")
     add_model_options(parser, llm=EMBEDDED_ALIAS)
-    parser.add_argument("--chat", action=argparse.BooleanOptionalAction,
-                        help="send prompts as chat messages (default: on for a server, and for a local model "
-                             "whose tokenizer has a chat template)")
+    parser.add_argument(
+        "--chat",
+        action=argparse.BooleanOptionalAction,
+        help="send prompts as chat messages (default: on for a server, and for a local model "
+        "whose tokenizer has a chat template)",
+    )
     add_sampling_options(parser)
     add_sandbox_options(parser)
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
-    parser.add_argument("--out", help="directory for tasks/*.json, summary.json and summary.md "
-                                      "(default: synthesis/<method>)")
+    parser.add_argument(
+        "--out", help="directory for tasks/*.json, summary.json and summary.md (default: synthesis/<method>)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     kind, path = args.task
     out = Path(args.out or f"synthesis/{args.method}")
     with sandbox(args) as box:
-        tasks = dict(list(load_tasks(kind, path, box).items())[:args.limit])
+        tasks = dict(list(load_tasks(kind, path, box).items())[: args.limit])
         llm = load_model(args, sampling(args), chat=args.chat)
         arguments = {key: value for key, value in vars(args).items() if key != "command"}
         with progress() as bar:
@@ -56,8 +66,15 @@ def run(args: argparse.Namespace) -> int:
             def show(finished: int, total: int, calls: int) -> None:
                 bar.update(task, completed=finished, description=f"synthesizing ({calls} LLM calls)")
 
-            summary = synthesize(tasks, llm, config, out, llm_spec=args.llm,
-                                 arguments=arguments | {"chat": llm.chat, "out": str(out)}, on_progress=show)
+            summary = synthesize(
+                tasks,
+                llm,
+                config,
+                out,
+                llm_spec=args.llm,
+                arguments=arguments | {"chat": llm.chat, "out": str(out)},
+                on_progress=show,
+            )
     for label, value in summary.rows():
         print(f"  {label:<18} {value}")
     print(f"results written to {out} (summary.md, summary.json, tasks/)")

@@ -14,8 +14,12 @@ HELP = "train the Setter with PPO (Lightning)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("items", nargs="+", metavar="CONFIG.yaml | key=value",
-                        help="config files merged in order over configs/base.yaml, then overrides")
+    parser.add_argument(
+        "items",
+        nargs="+",
+        metavar="CONFIG.yaml | key=value",
+        help="config files merged in order over configs/base.yaml, then overrides",
+    )
     parser.add_argument("--resume", help="a checkpoint to continue from, or 'auto': this config's newest last.ckpt")
 
 

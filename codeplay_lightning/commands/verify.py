@@ -46,8 +46,17 @@ def run(args: argparse.Namespace) -> int:
             counts[verdict.status] += 1
             if not verdict.passed:
                 failures.append((entry.name, verdict))
-            handle.write(json.dumps({"name": entry.name, "status": verdict.status,
-                                     "detail": verdict.detail, "seconds": round(verdict.seconds, 6)}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "name": entry.name,
+                        "status": verdict.status,
+                        "detail": verdict.detail,
+                        "seconds": round(verdict.seconds, 6),
+                    }
+                )
+                + "\n"
+            )
     total = sum(counts.values())
     print(f"{total} pairs in {elapsed:.1f} s ({len(programs) / elapsed:.0f} verdicts/s), isolation: {isolation}")
     print("  " + "  ".join(f"{status}: {counts[status]}" for status in sorted(counts)))

@@ -16,10 +16,10 @@ def sorted_list_insertion_index(rng: random.Random, grade: int) -> tuple[str, st
     else:
         xs.reverse()
         target, before, compare = rng.randint(xs[-1], xs[0] - 1), ">", ">="
-    f = f'''def f(i: int):
+    f = f"""def f(i: int):
     xs = {xs!r}
-    return 0 < i < len(xs) and xs[i - 1] {before} {target} {compare} xs[i]'''
-    g = f'''def g():
+    return 0 < i < len(xs) and xs[i - 1] {before} {target} {compare} xs[i]"""
+    g = f"""def g():
     xs, target = {xs!r}, {target}
     lo, hi = 0, len(xs)
     while lo < hi:
@@ -28,7 +28,7 @@ def sorted_list_insertion_index(rng: random.Random, grade: int) -> tuple[str, st
             lo = mid + 1
         else:
             hi = mid
-    return lo'''
+    return lo"""
     return f, g
 
 
@@ -45,18 +45,18 @@ def _longest_increasing(xs: list[int]) -> list[int]:
 def longest_strictly_increasing_subsequence(rng: random.Random, grade: int) -> tuple[str, str]:
     size = (8, 14, 22)[grade - 1] + rng.randint(0, 3)
     xs = [rng.randint(0, 3 * size) for _ in range(size)]
-    f = f'''def f(sub: List[int]):
+    f = f"""def f(sub: List[int]):
     it = iter({xs!r})
     increasing = all(a < b for a, b in zip(sub, sub[1:]))
-    return len(sub) == {len(_longest_increasing(xs))} and increasing and all(x in it for x in sub)'''
-    g = f'''def g():
+    return len(sub) == {len(_longest_increasing(xs))} and increasing and all(x in it for x in sub)"""
+    g = f"""def g():
     xs = {xs!r}
     best = [[x] for x in xs]  # best[i]: a longest increasing subsequence ending at xs[i]
     for i, x in enumerate(xs):
         for j in range(i):
             if xs[j] < x and len(best[j]) + 1 > len(best[i]):
                 best[i] = best[j] + [x]
-    return max(best, key=len)'''
+    return max(best, key=len)"""
     return f, g
 
 
@@ -66,10 +66,10 @@ def dag_topological_order(rng: random.Random, grade: int) -> tuple[str, str]:
     hidden = rng.sample(range(n), n)
     edges = [[hidden[i], hidden[j]] for i in range(n) for j in range(i + 1, n) if rng.random() < 0.35]
     rng.shuffle(edges)
-    f = f'''def f(order: List[int]):
+    f = f"""def f(order: List[int]):
     edges = {edges!r}
-    return sorted(order) == list(range({n})) and all(order.index(u) < order.index(v) for u, v in edges)'''
-    g = f'''def g():
+    return sorted(order) == list(range({n})) and all(order.index(u) < order.index(v) for u, v in edges)"""
+    g = f"""def g():
     n, edges = {n}, {edges!r}
     indegree = [0] * n
     for _, v in edges:
@@ -81,7 +81,7 @@ def dag_topological_order(rng: random.Random, grade: int) -> tuple[str, str]:
                 indegree[v] -= 1
                 if indegree[v] == 0:
                     order.append(v)
-    return order'''
+    return order"""
     return f, g
 
 
@@ -107,10 +107,10 @@ def connected_component_labels(rng: random.Random, grade: int) -> tuple[str, str
         count = _components(n, edges)
         if 2 <= count <= n - 2:
             break
-    f = f'''def f(labels: List[int]):
+    f = f"""def f(labels: List[int]):
     edges = {edges!r}
-    return len(labels) == {n} and len(set(labels)) == {count} and all(labels[u] == labels[v] for u, v in edges)'''
-    g = f'''def g():
+    return len(labels) == {n} and len(set(labels)) == {count} and all(labels[u] == labels[v] for u, v in edges)"""
+    g = f"""def g():
     n, edges = {n}, {edges!r}
     root = list(range(n))
     def find(u):
@@ -119,7 +119,7 @@ def connected_component_labels(rng: random.Random, grade: int) -> tuple[str, str
         return u
     for u, v in edges:
         root[find(u)] = find(v)
-    return [find(u) for u in range(n)]'''
+    return [find(u) for u in range(n)]"""
     return f, g
 
 
@@ -143,11 +143,11 @@ def merged_half_open_intervals(rng: random.Random, grade: int) -> tuple[str, str
             intervals.append([a, a + rng.randint(1, span // 4)])
         if len(_merge(intervals)) < count:
             break
-    f = f'''def f(merged: List[List[int]]):
+    f = f"""def f(merged: List[List[int]]):
     cover = lambda intervals: {{x for a, b in intervals for x in range(a, b)}}
     gaps = all(p[1] < q[0] for p, q in zip(merged, merged[1:]))
-    return cover(merged) == cover({intervals!r}) and all(a < b for a, b in merged) and gaps'''
-    g = f'''def g():
+    return cover(merged) == cover({intervals!r}) and all(a < b for a, b in merged) and gaps"""
+    g = f"""def g():
     intervals = {intervals!r}
     merged = []
     for a, b in sorted(intervals):
@@ -155,7 +155,7 @@ def merged_half_open_intervals(rng: random.Random, grade: int) -> tuple[str, str
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
-    return merged'''
+    return merged"""
     return f, g
 
 
@@ -183,15 +183,15 @@ def fewest_coins_summing_to_amount(rng: random.Random, grade: int) -> tuple[str,
         # Prefer amounts where taking the largest coin first goes wrong.
         if fewest and (_greedy_count(coins, amount) != len(fewest) or rng.random() < 0.25):
             break
-    f = f'''def f(coins: List[int]):
-    return sum(coins) == {amount} and len(coins) == {len(fewest)} and all(c in {coins!r} for c in coins)'''
-    g = f'''def g():
+    f = f"""def f(coins: List[int]):
+    return sum(coins) == {amount} and len(coins) == {len(fewest)} and all(c in {coins!r} for c in coins)"""
+    g = f"""def g():
     coins, amount = {coins!r}, {amount}
     best = [[]] + [None] * amount  # best[t]: fewest coins summing to t
     for total in range(1, amount + 1):
         options = [best[total - c] + [c] for c in coins if c <= total and best[total - c] is not None]
         best[total] = min(options, key=len, default=None)
-    return best[amount]'''
+    return best[amount]"""
     return f, g
 
 
@@ -205,7 +205,7 @@ def weighted_graph_shortest_path(rng: random.Random, grade: int) -> tuple[str, s
         pairs |= {(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.25}
         weight = {pair: rng.randint(1, heaviest) for pair in sorted(pairs)}
         start, end = rng.sample(range(n), 2)
-        g = f'''def g():
+        g = f"""def g():
     import heapq
     weight, start, end = {weight!r}, {start}, {end}
     graph = {{}}
@@ -221,15 +221,15 @@ def weighted_graph_shortest_path(rng: random.Random, grade: int) -> tuple[str, s
             done.add(u)
             for v, w in graph[u]:
                 if v not in done:
-                    heapq.heappush(heap, (cost + w, v, path + [v]))'''
+                    heapq.heappush(heap, (cost + w, v, path + [v]))"""
         path = answer_of(g)
         if len(path) >= 2 + grade:
             break
     cost = sum(weight[min(u, v), max(u, v)] for u, v in zip(path, path[1:]))
-    f = f'''def f(path: List[int]):
+    f = f"""def f(path: List[int]):
     weight = {weight!r}
     cost = sum(weight[min(u, v), max(u, v)] for u, v in zip(path, path[1:]))
-    return path[:1] == [{start}] and path[-1:] == [{end}] and cost == {cost}'''
+    return path[:1] == [{start}] and path[-1:] == [{end}] and cost == {cost}"""
     return f, g
 
 

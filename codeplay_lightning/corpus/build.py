@@ -58,8 +58,10 @@ class Instance:
 def corruptions(g: str, ans_type: str) -> list[str]:
     """Sources of `g` variants whose answers must fail: each wraps the reference `g`."""
     expressions = _LIST_CORRUPTIONS if ans_type.startswith(("List[", "list[")) else _CORRUPTIONS[ans_type]
-    return [f"{g}\n\n_reference = g\n\ndef g():\n    answer = _reference()\n    return {expression}\n"
-            for expression in expressions]
+    return [
+        f"{g}\n\n_reference = g\n\ndef g():\n    answer = _reference()\n    return {expression}\n"
+        for expression in expressions
+    ]
 
 
 def draw(families: Sequence[Family], seed: int) -> Iterator[Instance]:
@@ -109,8 +111,9 @@ def verify(instances: Sequence[Instance], sandbox: Sandbox) -> list[bool]:
 
 def with_enumerations(instances: Sequence[Instance], sandbox: Sandbox) -> list[Instance]:
     """The instances, each with its enumerating solution when there is one and it passes."""
-    candidates = [(index, g) for index, instance in enumerate(instances)
-                  if (g := enumerating_solution(instance.f)) is not None]
+    candidates = [
+        (index, g) for index, instance in enumerate(instances) if (g := enumerating_solution(instance.f)) is not None
+    ]
     verdicts = sandbox.verify([Program(instances[index].f, g, instances[index].ans_type) for index, g in candidates])
     out = list(instances)
     for (index, g), verdict in zip(candidates, verdicts, strict=True):
@@ -136,14 +139,23 @@ def p3_entry(instance: Instance, index: int) -> dict:
     """The instance as a P3 `puzzles.json` entry (`sat`/`sol`), with its family, topic, grade and split."""
     header, _, body = instance.g.partition("\n")
     bodies = [body, instance.enumerating_g.partition("\n")[2]] if instance.enumerating_g else [body]
-    return {"name": f"{instance.family}:{index}", "sat": "def sat" + instance.f.removeprefix("def f"),
-            "ans_type": instance.ans_type, "sol_header": "def sol" + header.removeprefix("def g"),
-            "sol_docstring": "", "sol_bodies": bodies, "family": instance.family, "topic": instance.topic,
-            "grade": instance.grade, "split": instance.split}
+    return {
+        "name": f"{instance.family}:{index}",
+        "sat": "def sat" + instance.f.removeprefix("def f"),
+        "ans_type": instance.ans_type,
+        "sol_header": "def sol" + header.removeprefix("def g"),
+        "sol_docstring": "",
+        "sol_bodies": bodies,
+        "family": instance.family,
+        "topic": instance.topic,
+        "grade": instance.grade,
+        "split": instance.split,
+    }
 
 
-def build_corpus(families: Sequence[Family], heldout_families: set[str], n: int, seed: int,
-                 sandbox: Sandbox) -> tuple[list[dict], Counter]:
+def build_corpus(
+    families: Sequence[Family], heldout_families: set[str], n: int, seed: int, sandbox: Sandbox
+) -> tuple[list[dict], Counter]:
     """`n` verified, distinct instances as P3 entries, and how many drawn instances each family lost to
     verification. Draws go on, in chunks, until `n` instances are verified."""
     kept: list[Instance] = []

@@ -69,8 +69,9 @@ def _least_answer(f: str) -> int | None:
     return None if answer is None or answer == 0 or accepts(answer + 1) else answer
 
 
-def _conjunction(rng: random.Random, grade: int, constant: str, conditions: tuple[Condition, ...],
-                 minimum: int) -> tuple[str, str]:
+def _conjunction(
+    rng: random.Random, grade: int, constant: str, conditions: tuple[Condition, ...], minimum: int
+) -> tuple[str, str]:
     """`f` asks for a number meeting `grade` + 1 conditions: `minimum` of `conditions` (first, as they
     may guard an index), the rest from `NUMBER_CONDITIONS`; `constant` is the line that opens f's body
     ("" for none). Drawn again until a least answer exists."""
@@ -99,7 +100,7 @@ def number_meeting_conditions_on_a_list(rng: random.Random, grade: int) -> tuple
 
 @family("strings")
 def position_meeting_conditions_in_a_text(rng: random.Random, grade: int) -> tuple[str, str]:
-    text = "".join(rng.choice("abcd"[:2 + grade]) for _ in range(rng.randint(10, 10 + 10 * grade)))
+    text = "".join(rng.choice("abcd"[: 2 + grade]) for _ in range(rng.randint(10, 10 + 10 * grade)))
     return _conjunction(rng, grade, f'text = "{text}"', TEXT_CONDITIONS, 1)
 
 

@@ -29,8 +29,11 @@ def enumerating_solution(f: str) -> str | None:
     if function is None or function.name != "f":
         return None
     parameters, defaults = function.args.args, function.args.defaults
-    if (len(defaults) != len(parameters) - 1 or not isinstance(function.body[-1], ast.Return)
-            or function.body[-1].value is None):
+    if (
+        len(defaults) != len(parameters) - 1
+        or not isinstance(function.body[-1], ast.Return)
+        or function.body[-1].value is None
+    ):
         return None
     loop = _candidate_loop(function, answer_type(Puzzle("f", f)))
     if loop is None:
@@ -45,17 +48,26 @@ def enumerating_solution(f: str) -> str | None:
     for parameter, default in zip(parameters[1:], defaults, strict=True):
         # A default the body changes must start afresh for every candidate, as on every call of f.
         (inside if parameter.arg in assigned else before).append(
-            f"    {parameter.arg} = {source_on_one_line(lines, default)}")
+            f"    {parameter.arg} = {source_on_one_line(lines, default)}"
+        )
     for index, statement in enumerate(body):
-        text = lines[statement.lineno - 1: statement.end_lineno]
+        text = lines[statement.lineno - 1 : statement.end_lineno]
         reads_answer = any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(statement))
-        rebound_later = any(bound[index] & later for later in bound[index + 1:])
+        rebound_later = any(bound[index] & later for later in bound[index + 1 :])
         # Once one statement stays in the loop, the rest may depend on it: they stay there too.
         (inside if reads_answer or rebound_later or inside else before).extend(text)
     condition = source_on_one_line(lines, function.body[-1].value)
-    return "\n".join(["def g():", *imports, *before, f"    for {name} in {candidates}:",
-                      *("    " + line for line in inside),
-                      f"        if {condition}:", f"            return {name}"])
+    return "\n".join(
+        [
+            "def g():",
+            *imports,
+            *before,
+            f"    for {name} in {candidates}:",
+            *("    " + line for line in inside),
+            f"        if {condition}:",
+            f"            return {name}",
+        ]
+    )
 
 
 def _candidate_loop(function: ast.FunctionDef, ans_type: str | None) -> tuple[list[str], str] | None:
@@ -65,10 +77,19 @@ def _candidate_loop(function: ast.FunctionDef, ans_type: str | None) -> tuple[li
         return [], f"range({ENUMERATION_BOUND})"
     if ans_type != "str":
         return None
-    letters = "".join(sorted({character for node in ast.walk(function)
-                              if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                              for character in node.value}))
+    letters = "".join(
+        sorted(
+            {
+                character
+                for node in ast.walk(function)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                for character in node.value
+            }
+        )
+    )
     if not letters or not letters.isprintable() or '"' in letters or "\\" in letters:
         return None
-    return (["    from itertools import product"],
-            f'("".join(p) for n in range(1, {LENGTH_BOUND}) for p in product("{letters}", repeat=n))')
+    return (
+        ["    from itertools import product"],
+        f'("".join(p) for n in range(1, {LENGTH_BOUND}) for p in product("{letters}", repeat=n))',
+    )

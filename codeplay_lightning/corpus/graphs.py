@@ -37,15 +37,15 @@ def grid_maze_moves(rng: random.Random, grade: int) -> tuple[str, str]:
         if far:
             end = rng.choice(detours or far)
             break
-    f = f'''def f(moves: str):
+    f = f"""def f(moves: str):
     maze = {maze!r}
     r, c = {start}
     for m in moves:
         r, c = r + (m == "D") - (m == "U"), c + (m == "R") - (m == "L")
         if m not in "UDLR" or not (0 <= r < len(maze) and 0 <= c < len(maze[0])) or maze[r][c] == "#":
             return False
-    return (r, c) == {end} and len(moves) <= {len(moves[end])}'''
-    g = f'''def g():
+    return (r, c) == {end} and len(moves) <= {len(moves[end])}"""
+    g = f"""def g():
     maze, start, end = {maze!r}, {start}, {end}
     steps = {_MAZE_STEPS!r}
     moves, queue = {{start: ""}}, [start]
@@ -55,7 +55,7 @@ def grid_maze_moves(rng: random.Random, grade: int) -> tuple[str, str]:
             if 0 <= nr < len(maze) and 0 <= nc < len(maze[0]) and maze[nr][nc] != "#" and (nr, nc) not in moves:
                 moves[nr, nc] = moves[r, c] + m
                 queue.append((nr, nc))
-    return moves[end]'''
+    return moves[end]"""
     return f, g
 
 
@@ -89,11 +89,11 @@ def graph_simple_path_of_length(rng: random.Random, grade: int) -> tuple[str, st
         if longer:
             break
     length = rng.choice(longer)
-    f = f'''def f(path: List[int]):
+    f = f"""def f(path: List[int]):
     edges = {edges!r}
     hops = all([u, v] in edges or [v, u] in edges for u, v in zip(path, path[1:]))
-    return len(set(path)) == len(path) == {length + 1} and path[0] == {start} and path[-1] == {end} and hops'''
-    g = f'''def g():
+    return len(set(path)) == len(path) == {length + 1} and path[0] == {start} and path[-1] == {end} and hops"""
+    g = f"""def g():
     from collections import defaultdict
     edges, start, end, length = {edges!r}, {start}, {end}, {length}
     adjacent = defaultdict(list)
@@ -107,7 +107,7 @@ def graph_simple_path_of_length(rng: random.Random, grade: int) -> tuple[str, st
             if nxt not in path and (found := extend(path + [nxt])):
                 return found
         return None
-    return extend([start])'''
+    return extend([start])"""
     return f, g
 
 
@@ -130,11 +130,11 @@ def n_queens_with_given_queens(rng: random.Random, grade: int) -> tuple[str, str
     solution = _random_queens(rng, n)
     fixed = {r: solution[r] for r in sorted(rng.sample(range(n), 1 if grade < 3 else 2))}
     conditions = " and ".join(f"cols[{r}] == {c}" for r, c in fixed.items())
-    f = f'''def f(cols: List[int]):
+    f = f"""def f(cols: List[int]):
     n = {n}
     diagonals = len({{i + c for i, c in enumerate(cols)}}) == len({{i - c for i, c in enumerate(cols)}}) == n
-    return sorted(cols) == list(range(n)) and diagonals and {conditions}'''
-    g = f'''def g():
+    return sorted(cols) == list(range(n)) and diagonals and {conditions}"""
+    g = f"""def g():
     n, fixed = {n}, {fixed!r}
     def place(cols):
         row = len(cols)
@@ -145,7 +145,7 @@ def n_queens_with_given_queens(rng: random.Random, grade: int) -> tuple[str, str
             if all(c != d and abs(c - d) != abs(row - r) for r, d in queens) and (found := place(cols + [c])):
                 return found
         return None
-    return place([])'''
+    return place([])"""
     return f, g
 
 
@@ -157,19 +157,20 @@ def _independent(nodes: tuple[int, ...], edges: list[list[int]]) -> bool:
 def largest_independent_set(rng: random.Random, grade: int) -> tuple[str, str]:
     n = 4 + 3 * grade
     edges = [[u, v] for u in range(n) for v in range(u + 1, n) if rng.random() < 0.35]
-    size = next(k for k in range(n, 0, -1)
-                if any(_independent(nodes, edges) for nodes in itertools.combinations(range(n), k)))
-    f = f'''def f(nodes: List[int]):
+    size = next(
+        k for k in range(n, 0, -1) if any(_independent(nodes, edges) for nodes in itertools.combinations(range(n), k))
+    )
+    f = f"""def f(nodes: List[int]):
     edges = {edges!r}
     independent = all(u not in nodes or v not in nodes for u, v in edges)
-    return len(set(nodes)) == {size} and all(0 <= v < {n} for v in nodes) and independent'''
-    g = f'''def g():
+    return len(set(nodes)) == {size} and all(0 <= v < {n} for v in nodes) and independent"""
+    g = f"""def g():
     from itertools import combinations
     n, edges = {n}, {edges!r}
     for size in range(n, 0, -1):
         for nodes in combinations(range(n), size):
             if all(u not in nodes or v not in nodes for u, v in edges):
-                return list(nodes)'''
+                return list(nodes)"""
     return f, g
 
 
@@ -181,16 +182,16 @@ def bounded_integer_linear_system(rng: random.Random, grade: int) -> tuple[str, 
     for _ in range(grade):
         row = [rng.choice([a for a in range(-6, 7) if a]) for _ in range(n)]
         system.append((row, sum(a * x for a, x in zip(row, hidden))))
-    f = f'''def f(x: List[int]):
+    f = f"""def f(x: List[int]):
     system = {system!r}
     solves = all(sum(a * v for a, v in zip(row, x)) == b for row, b in system)
-    return len(x) == {n} and all(abs(v) <= {bound} for v in x) and solves'''
-    g = f'''def g():
+    return len(x) == {n} and all(abs(v) <= {bound} for v in x) and solves"""
+    g = f"""def g():
     from itertools import product
     system, n, bound = {system!r}, {n}, {bound}
     for x in product(range(-bound, bound + 1), repeat=n):
         if all(sum(a * v for a, v in zip(row, x)) == b for row, b in system):
-            return list(x)'''
+            return list(x)"""
     return f, g
 
 
@@ -264,12 +265,12 @@ def knight_path_around_blocks(rng: random.Random, grade: int) -> tuple[str, str]
         if far:
             end = list(rng.choice(far))
             break
-    f = f'''def f(path: List[List[int]]):
+    f = f"""def f(path: List[List[int]]):
     blocked = {blocked!r}
     inside = all(0 <= r < {n} and 0 <= c < {n} and [r, c] not in blocked for r, c in path)
     jumps = all(sorted([abs(a - c), abs(b - d)]) == [1, 2] for (a, b), (c, d) in zip(path, path[1:]))
-    return len(path) == {len(paths[tuple(end)])} and path[0] == {start} and path[-1] == {end} and inside and jumps'''
-    g = f'''def g():
+    return len(path) == {len(paths[tuple(end)])} and path[0] == {start} and path[-1] == {end} and inside and jumps"""
+    g = f"""def g():
     n, blocked, start, end = {n}, {blocked!r}, {start}, {end}
     jumps = [(dr, dc) for dr in (-2, -1, 1, 2) for dc in (-2, -1, 1, 2) if abs(dr) != abs(dc)]
     paths, queue = {{tuple(start): [start]}}, [tuple(start)]
@@ -279,7 +280,7 @@ def knight_path_around_blocks(rng: random.Random, grade: int) -> tuple[str, str]
             if 0 <= nr < n and 0 <= nc < n and [nr, nc] not in blocked and (nr, nc) not in paths:
                 paths[nr, nc] = paths[r, c] + [[nr, nc]]
                 queue.append((nr, nc))
-    return paths[tuple(end)]'''
+    return paths[tuple(end)]"""
     return f, g
 
 

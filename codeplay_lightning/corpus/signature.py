@@ -35,7 +35,7 @@ def constants_as_defaults(f: str) -> str:
         return f
     header = lines[function.lineno - 1]
     cut = function.args.args[-1].end_col_offset
-    return "\n".join([header[:cut] + ", " + ", ".join(defaults) + header[cut:], *lines[body[0].lineno - 1:]])
+    return "\n".join([header[:cut] + ", " + ", ".join(defaults) + header[cut:], *lines[body[0].lineno - 1 :]])
 
 
 def leading_def(source: str) -> ast.FunctionDef | None:
@@ -65,8 +65,12 @@ def _literal_assignments(statement: ast.stmt, lines: list[str]) -> list[tuple[st
 
 def rebound(statements: list[ast.stmt]) -> set[str]:
     """The names the statements assign to."""
-    return {node.id for statement in statements for node in ast.walk(statement)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    return {
+        node.id
+        for statement in statements
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    }
 
 
 def _is_literal(node: ast.expr) -> bool:
@@ -79,9 +83,9 @@ def _is_literal(node: ast.expr) -> bool:
 
 def source_on_one_line(lines: list[str], node: ast.expr) -> str:
     """The source of an expression, on one line (it may break inside brackets)."""
-    source = lines[node.lineno - 1: node.end_lineno]
+    source = lines[node.lineno - 1 : node.end_lineno]
     source[-1] = source[-1][: node.end_col_offset]
-    source[0] = source[0][node.col_offset:]
+    source[0] = source[0][node.col_offset :]
     joined = source[0].rstrip()
     for line in source[1:]:
         joined += ("" if joined.endswith(("(", "[", "{")) else " ") + line.strip()

@@ -7,8 +7,28 @@ import random
 
 from codeplay_lightning.corpus.family import families_in, family
 
-_WORDS = ("apple", "river", "stone", "cloud", "tiger", "maple", "ocean", "piano", "lemon", "candle",
-          "forest", "silver", "window", "garden", "rocket", "planet", "bridge", "dragon", "marble", "violet")
+_WORDS = (
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "tiger",
+    "maple",
+    "ocean",
+    "piano",
+    "lemon",
+    "candle",
+    "forest",
+    "silver",
+    "window",
+    "garden",
+    "rocket",
+    "planet",
+    "bridge",
+    "dragon",
+    "marble",
+    "violet",
+)
 
 
 @family("strings")
@@ -29,19 +49,47 @@ def word_with_letter_counts(rng: random.Random, grade: int) -> tuple[str, str]:
     counts = {letter: rng.randint(1, 2 + grade) for letter in letters}
     conditions = " and ".join(f's.count("{letter}") == {count}' for letter, count in counts.items())
     length = sum(counts.values())
-    f = f'''def f(s: str):
-    return len(s) == {length} and {conditions}'''
-    g = f'''def g():
+    f = f"""def f(s: str):
+    return len(s) == {length} and {conditions}"""
+    g = f"""def g():
     counts = {counts!r}
-    return "".join(letter * count for letter, count in counts.items())'''
+    return "".join(letter * count for letter, count in counts.items())"""
     return f, g
 
 
-
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz"
-_MORE_WORDS = ("amber", "anchor", "banana", "basket", "button", "castle", "copper", "desert", "engine", "falcon",
-               "feather", "glacier", "harbor", "island", "jacket", "kettle", "ladder", "magnet", "needle", "orange",
-               "pencil", "puzzle", "quartz", "rabbit", "saddle", "spider", "tunnel", "velvet", "wizard", "zebra")
+_MORE_WORDS = (
+    "amber",
+    "anchor",
+    "banana",
+    "basket",
+    "button",
+    "castle",
+    "copper",
+    "desert",
+    "engine",
+    "falcon",
+    "feather",
+    "glacier",
+    "harbor",
+    "island",
+    "jacket",
+    "kettle",
+    "ladder",
+    "magnet",
+    "needle",
+    "orange",
+    "pencil",
+    "puzzle",
+    "quartz",
+    "rabbit",
+    "saddle",
+    "spider",
+    "tunnel",
+    "velvet",
+    "wizard",
+    "zebra",
+)
 _ALL_WORDS = _WORDS + _MORE_WORDS
 
 
@@ -79,11 +127,11 @@ def interleaved_strands(rng: random.Random, grade: int) -> tuple[str, str]:
     k = 2 if grade < 3 else 3
     length = rng.randint(3, 3 + 2 * grade)
     strands = [_random_text(rng, _ALPHABET, length) for _ in range(k)]
-    f = f'''def f(s: str):
-    return [s[i::{k}] for i in range({k})] == {strands!r}'''
-    g = f'''def g():
+    f = f"""def f(s: str):
+    return [s[i::{k}] for i in range({k})] == {strands!r}"""
+    g = f"""def g():
     strands = {strands!r}
-    return "".join("".join(chars) for chars in zip(*strands))'''
+    return "".join("".join(chars) for chars in zip(*strands))"""
     return f, g
 
 
@@ -171,7 +219,7 @@ def longest_common_subsequence(rng: random.Random, grade: int) -> tuple[str, str
 def word_break_segmentation(rng: random.Random, grade: int) -> tuple[str, str]:
     words = [rng.choice(_ALL_WORDS) for _ in range(grade + 1)]
     decoys = {word[: rng.randint(2, len(word) - 1)] for word in rng.sample(_ALL_WORDS, 2 * grade)}
-    decoys |= {word[rng.randint(1, len(word) - 2):] for word in rng.sample(_ALL_WORDS, grade)}
+    decoys |= {word[rng.randint(1, len(word) - 2) :] for word in rng.sample(_ALL_WORDS, grade)}
     vocabulary = sorted(set(words) | decoys)
     text = "".join(words)
     f = f'''def f(parts: List[str]):
@@ -196,12 +244,12 @@ _SORT_KEYS = ("w[-1]", "len(w)", "w[::-1]", "w[1]", "sum(c in 'aeiou' for c in w
 def sort_words_by_key(rng: random.Random, grade: int) -> tuple[str, str]:
     words = sorted(rng.sample(_ALL_WORDS, 2 + 2 * grade))
     key = rng.choice(_SORT_KEYS)
-    f = f'''def f(ws: List[str]):
+    f = f"""def f(ws: List[str]):
     key = lambda w: {key}
-    return sorted(ws) == {words!r} and all(key(a) <= key(b) for a, b in zip(ws, ws[1:]))'''
-    g = f'''def g():
+    return sorted(ws) == {words!r} and all(key(a) <= key(b) for a, b in zip(ws, ws[1:]))"""
+    g = f"""def g():
     words = {words!r}
-    return sorted(words, key=lambda w: {key})'''
+    return sorted(words, key=lambda w: {key})"""
     return f, g
 
 
@@ -228,9 +276,9 @@ def shortest_common_superstring(rng: random.Random, grade: int) -> tuple[str, st
         start = rng.randrange(len(base) - 3)
         pieces.add(base[start : start + rng.randint(3, min(5, len(base) - start))])
     pieces = sorted(pieces)
-    f = f'''def f(s: str):
-    return len(s) == {len(_superstring(pieces))} and all(p in s for p in {pieces!r})'''
-    g = f'''def g():
+    f = f"""def f(s: str):
+    return len(s) == {len(_superstring(pieces))} and all(p in s for p in {pieces!r})"""
+    g = f"""def g():
     import itertools
     pieces = {pieces!r}
     pieces = [p for p in pieces if not any(p != q and p in q for q in pieces)]
@@ -244,7 +292,7 @@ def shortest_common_superstring(rng: random.Random, grade: int) -> tuple[str, st
             s = merge(s, p)
         if best is None or len(s) < len(best):
             best = s
-    return best'''
+    return best"""
     return f, g
 
 
@@ -292,8 +340,10 @@ def kth_occurrence_index(rng: random.Random, grade: int) -> tuple[str, str]:
 @family("strings")
 def longest_palindromic_substring(rng: random.Random, grade: int) -> tuple[str, str]:
     text = _random_text(rng, "abc", 8 + 6 * grade)
-    longest = max((text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)
-                   if text[i:j] == text[i:j][::-1]), key=len)
+    longest = max(
+        (text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1) if text[i:j] == text[i:j][::-1]),
+        key=len,
+    )
     f = f'''def f(s: str):
     return len(s) == {len(longest)} and s == s[::-1] and s in "{text}"'''
     g = f'''def g():

@@ -50,10 +50,19 @@ def collect(env_id: str, seed: int) -> Transitions:
         rows += _episode(env, policy, int(reset_seed), rng, cap, episode, "heldout" if held_out else "search")
     env.close()
     columns = list(zip(*rows))
-    return Transitions(env_id, spec.observation_kind, spec.discrete_actions, np.array(columns[0]),
-                       np.array(columns[1], dtype=np.int64 if spec.discrete_actions else np.float64),
-                       np.array(columns[2]), np.array(columns[3], dtype=np.float64), np.array(columns[4]),
-                       np.array(columns[5]), np.array(columns[6], dtype=np.int64), np.array(columns[7]))
+    return Transitions(
+        env_id,
+        spec.observation_kind,
+        spec.discrete_actions,
+        np.array(columns[0]),
+        np.array(columns[1], dtype=np.int64 if spec.discrete_actions else np.float64),
+        np.array(columns[2]),
+        np.array(columns[3], dtype=np.float64),
+        np.array(columns[4]),
+        np.array(columns[5]),
+        np.array(columns[6], dtype=np.int64),
+        np.array(columns[7]),
+    )
 
 
 def episode_returns(transitions: Transitions) -> np.ndarray:
@@ -70,12 +79,18 @@ def build(out_dir: Path, env_ids: list[str], seed: int) -> list[dict]:
         transitions = collect(env_id, seed)
         transitions.save(out_dir / f"{env_id}.npz")
         returns = episode_returns(transitions)
-        rows.append({"env": env_id, "transitions": len(transitions),
-                     "search": int((transitions.split == "search").sum()),
-                     "heldout": int((transitions.split == "heldout").sum()), "episodes": len(returns),
-                     "random_return": float(returns[:RANDOM_EPISODES].mean()),
-                     "better_return": float(returns[RANDOM_EPISODES:].mean()),
-                     "seconds": time.perf_counter() - started})
+        rows.append(
+            {
+                "env": env_id,
+                "transitions": len(transitions),
+                "search": int((transitions.split == "search").sum()),
+                "heldout": int((transitions.split == "heldout").sum()),
+                "episodes": len(returns),
+                "random_return": float(returns[:RANDOM_EPISODES].mean()),
+                "better_return": float(returns[RANDOM_EPISODES:].mean()),
+                "seconds": time.perf_counter() - started,
+            }
+        )
     return rows
 
 
@@ -83,7 +98,8 @@ def _episode(env, policy, reset_seed: int, rng: np.random.Generator, cap: int, e
     """One episode's transitions as (obs, action, next obs, reward, terminated, truncated, episode, split)."""
     rows = []
     for step, (row, action, next_row, reward, terminated, truncated) in enumerate(
-            play(env, lambda env, row, _: policy(env, row, rng), reset_seed, cap)):
+        play(env, lambda env, row, _: policy(env, row, rng), reset_seed, cap)
+    ):
         truncated = (truncated or step + 1 == cap) and not terminated
         rows.append((row, action, next_row, reward, terminated, truncated, episode, split))
     return rows

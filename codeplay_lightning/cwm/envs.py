@@ -27,31 +27,40 @@ class EnvSpec:
 
 
 def _spec(env_id: str, observation_kind: str, discrete_actions: bool, max_steps: int) -> EnvSpec:
-    return EnvSpec(env_id, observation_kind, discrete_actions, "mcts" if discrete_actions else "cem",
-                   mujoco=observation_kind == "float64", max_steps=max_steps)
+    return EnvSpec(
+        env_id,
+        observation_kind,
+        discrete_actions,
+        "mcts" if discrete_actions else "cem",
+        mujoco=observation_kind == "float64",
+        max_steps=max_steps,
+    )
 
 
 # In the paper's order: the 6 with discrete actions, then the 12 with continuous ones (11 of them MuJoCo)
-ENVS: dict[str, EnvSpec] = {spec.env_id: spec for spec in (
-    _spec("Blackjack-v1", "tuple", True, 100),
-    _spec("CliffWalking-v0", "int", True, 100),
-    _spec("Taxi-v3", "int", True, 200),
-    _spec("CartPole-v1", "float32", True, 500),
-    _spec("MountainCar-v0", "float32", True, 200),
-    _spec("Acrobot-v1", "float32", True, 500),
-    _spec("Pendulum-v1", "float32", False, 200),
-    _spec("Reacher-v4", "float64", False, 50),
-    _spec("Pusher-v4", "float64", False, 100),
-    _spec("InvertedPendulum-v4", "float64", False, 1000),
-    _spec("InvertedDoublePendulum-v4", "float64", False, 1000),
-    _spec("HalfCheetah-v4", "float64", False, 1000),
-    _spec("Hopper-v4", "float64", False, 1000),
-    _spec("Swimmer-v4", "float64", False, 1000),
-    _spec("Walker2d-v4", "float64", False, 1000),
-    _spec("Ant-v4", "float64", False, 1000),
-    _spec("Humanoid-v4", "float64", False, 1000),
-    _spec("HumanoidStandup-v4", "float64", False, 1000),
-)}
+ENVS: dict[str, EnvSpec] = {
+    spec.env_id: spec
+    for spec in (
+        _spec("Blackjack-v1", "tuple", True, 100),
+        _spec("CliffWalking-v0", "int", True, 100),
+        _spec("Taxi-v3", "int", True, 200),
+        _spec("CartPole-v1", "float32", True, 500),
+        _spec("MountainCar-v0", "float32", True, 200),
+        _spec("Acrobot-v1", "float32", True, 500),
+        _spec("Pendulum-v1", "float32", False, 200),
+        _spec("Reacher-v4", "float64", False, 50),
+        _spec("Pusher-v4", "float64", False, 100),
+        _spec("InvertedPendulum-v4", "float64", False, 1000),
+        _spec("InvertedDoublePendulum-v4", "float64", False, 1000),
+        _spec("HalfCheetah-v4", "float64", False, 1000),
+        _spec("Hopper-v4", "float64", False, 1000),
+        _spec("Swimmer-v4", "float64", False, 1000),
+        _spec("Walker2d-v4", "float64", False, 1000),
+        _spec("Ant-v4", "float64", False, 1000),
+        _spec("Humanoid-v4", "float64", False, 1000),
+        _spec("HumanoidStandup-v4", "float64", False, 1000),
+    )
+}
 
 
 def make(env_id: str):
@@ -63,8 +72,9 @@ def make(env_id: str):
     except ImportError:
         raise ValueError(f"the CWM environments need gymnasium=={GYMNASIUM_VERSION}: {INSTALL_HINT}") from None
     if gymnasium.__version__ != GYMNASIUM_VERSION:
-        raise ValueError(f"the CWM environments need gymnasium=={GYMNASIUM_VERSION}, not {gymnasium.__version__}: "
-                         f"{INSTALL_HINT}")
+        raise ValueError(
+            f"the CWM environments need gymnasium=={GYMNASIUM_VERSION}, not {gymnasium.__version__}: {INSTALL_HINT}"
+        )
     if ENVS[env_id].mujoco:
         try:
             import mujoco
@@ -77,8 +87,17 @@ def make(env_id: str):
 
 # Sections of the docstrings shown to the LLM (paper §3, app. F); "Episode Truncation" is Pendulum's
 # "Episode End". Dropped: Arguments, Vectorized Environment, Version History, References, Notes, Information.
-KEPT_SECTIONS = ("Description", "Action Space", "Observation Space", "Rewards", "Reward", "Starting State",
-                 "Episode End", "Episode Truncation", "Transition Dynamics")
+KEPT_SECTIONS = (
+    "Description",
+    "Action Space",
+    "Observation Space",
+    "Rewards",
+    "Reward",
+    "Starting State",
+    "Episode End",
+    "Episode Truncation",
+    "Transition Dynamics",
+)
 
 _BIBTEX = re.compile(r"^```\n@.*?^```\n", re.DOTALL | re.MULTILINE)  # a citation in MountainCar's Description
 _MARKDOWN_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")

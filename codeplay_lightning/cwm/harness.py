@@ -85,10 +85,15 @@ def program(code: str) -> str:
 
 def rows(transitions: Transitions) -> list[dict]:
     """The harness's inputs, one per transition: its (observation, action) and how to read them."""
-    form = {"kind": transitions.observation_kind, "dimension": transitions.observations.shape[1],
-            "discrete": transitions.discrete_actions}
-    return [form | {"state": state, "action": action}
-            for state, action in zip(transitions.observations.tolist(), transitions.actions.tolist())]
+    form = {
+        "kind": transitions.observation_kind,
+        "dimension": transitions.observations.shape[1],
+        "discrete": transitions.discrete_actions,
+    }
+    return [
+        form | {"state": state, "action": action}
+        for state, action in zip(transitions.observations.tolist(), transitions.actions.tolist())
+    ]
 
 
 def predict(sandbox: Sandbox, code: str, transitions: Transitions) -> Predictions | Bug:

@@ -102,5 +102,7 @@ def _close(predicted: np.ndarray, recorded: np.ndarray) -> np.ndarray:
 
 def _check(transitions: Transitions, predictions: Predictions) -> None:
     if predictions.next_observations.shape != transitions.next_observations.shape:
-        raise ValueError(f"{len(predictions.rewards)} predictions of {predictions.next_observations.shape[1:]} "
-                         f"for {len(transitions)} transitions of {transitions.next_observations.shape[1:]}")
+        raise ValueError(
+            f"{len(predictions.rewards)} predictions of {predictions.next_observations.shape[1:]} "
+            f"for {len(transitions)} transitions of {transitions.next_observations.shape[1:]}"
+        )

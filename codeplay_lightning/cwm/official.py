@@ -24,10 +24,19 @@ import numpy as np
 from codeplay_lightning.cwm.envs import ENVS
 from codeplay_lightning.cwm.transitions import Transitions, observation_row
 
-_NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"), ("numpy", "ndarray"),
-          ("numpy", "dtype")}
-_STUBBED = {("torch", "device"), ("gymnasium.spaces.discrete", "Discrete"), ("gymnasium.spaces.box", "Box"),
-            ("numpy.random._pickle", "__generator_ctor"), ("numpy.random._pickle", "__bit_generator_ctor")}
+_NUMPY = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+}
+_STUBBED = {
+    ("torch", "device"),
+    ("gymnasium.spaces.discrete", "Discrete"),
+    ("gymnasium.spaces.box", "Box"),
+    ("numpy.random._pickle", "__generator_ctor"),
+    ("numpy.random._pickle", "__bit_generator_ctor"),
+}
 
 
 class _Inert:
@@ -63,7 +72,17 @@ def read_official_buffer(path: Path, env_id: str) -> Transitions:
     position = np.arange(n) - starts  # of each transition in its trajectory
     truncated = dones & (position + 1 == spec.max_steps)  # in the buffers: Taxi, MountainCar, Acrobot, Reacher, Pusher
     first_of_trajectory = position == 0
-    return Transitions(env_id, spec.observation_kind, spec.discrete_actions, observations, actions,
-                       next_observations, np.asarray(buffer["rewards"][:n], dtype=np.float32), dones & ~truncated,
-                       truncated, np.unique(starts, return_inverse=True)[1].astype(np.int64),
-                       np.full(n, "search"), first_of_trajectory & spec.mujoco)
+    return Transitions(
+        env_id,
+        spec.observation_kind,
+        spec.discrete_actions,
+        observations,
+        actions,
+        next_observations,
+        np.asarray(buffer["rewards"][:n], dtype=np.float32),
+        dones & ~truncated,
+        truncated,
+        np.unique(starts, return_inverse=True)[1].astype(np.int64),
+        np.full(n, "search"),
+        first_of_trajectory & spec.mujoco,
+    )

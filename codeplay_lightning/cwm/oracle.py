@@ -40,8 +40,15 @@ _MODEL_STREAM = 0x6D6F64656C  # mixed into the model's seed, so its draws are no
 
 # How many leading position coordinates (x, or x and y) the locomotion envs leave out of the observation;
 # set to 0 in the model: nothing in their dynamics or rewards depends on them.
-_HIDDEN_POSITIONS = {"HalfCheetah-v4": 1, "Hopper-v4": 1, "Walker2d-v4": 1, "Swimmer-v4": 2, "Ant-v4": 2,
-                     "Humanoid-v4": 2, "HumanoidStandup-v4": 2}
+_HIDDEN_POSITIONS = {
+    "HalfCheetah-v4": 1,
+    "Hopper-v4": 1,
+    "Walker2d-v4": 1,
+    "Swimmer-v4": 2,
+    "Ant-v4": 2,
+    "Humanoid-v4": 2,
+    "HumanoidStandup-v4": 2,
+}
 
 
 class TrueModel:
@@ -138,7 +145,7 @@ def _set_mujoco(env_id: str, env, row: np.ndarray) -> None:
     elif env_id == "Pusher-v4":  # 7 arm angles and velocities, then tips_arm, object and goal positions
         qpos[:7], qvel[:7] = row[:7], row[7:14]
         for body, joint, start in (("object", "obj", 17), ("goal", "goal", 20)):
-            offset = row[start:start + 2] - model.body(body).pos[:2]
+            offset = row[start : start + 2] - model.body(body).pos[:2]
             qpos[model.joint(f"{joint}_slidex").qposadr[0]] = offset[0]
             qpos[model.joint(f"{joint}_slidey").qposadr[0]] = offset[1]
     elif env_id == "InvertedPendulum-v4":
@@ -147,7 +154,7 @@ def _set_mujoco(env_id: str, env, row: np.ndarray) -> None:
         qpos[0], qpos[1:], qvel[:] = row[0], np.arctan2(row[1:3], row[3:5]), row[5:8]
     else:
         shown = model.nq - _HIDDEN_POSITIONS[env_id]
-        qpos[model.nq - shown:], qvel[:] = row[:shown], row[shown:shown + model.nv]
+        qpos[model.nq - shown :], qvel[:] = row[:shown], row[shown : shown + model.nv]
     mujoco.mj_resetData(model, data)  # no solver warm start or time carried over from an earlier state
     env.set_state(qpos, qvel)
     # A step's reward reads body positions from before its last physics substep (mj_step updates them
@@ -156,15 +163,22 @@ def _set_mujoco(env_id: str, env, row: np.ndarray) -> None:
         data.body("fingertip").xpos[:] = data.body("target").xpos + row[8:11]
     elif env_id == "Pusher-v4":
         for body, start in (("tips_arm", 14), ("object", 17), ("goal", 20)):
-            data.body(body).xpos[:] = row[start:start + 3]
+            data.body(body).xpos[:] = row[start : start + 3]
 
 
 def _snapshot(env_id: str, env):
     spec = ENVS[env_id]
     if spec.mujoco:  # what the next step reads: state, solver warm start, and the (lagging) body positions
         data = env.data
-        return (data.qpos.copy(), data.qvel.copy(), data.act.copy(), data.qacc_warmstart.copy(), data.xpos.copy(),
-                data.xipos.copy(), data.time)
+        return (
+            data.qpos.copy(),
+            data.qvel.copy(),
+            data.act.copy(),
+            data.qacc_warmstart.copy(),
+            data.xpos.copy(),
+            data.xipos.copy(),
+            data.time,
+        )
     if env_id == "Blackjack-v1":
         return tuple(env.player), env.dealer[0]
     if spec.observation_kind == "int":

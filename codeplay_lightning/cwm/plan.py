@@ -52,8 +52,12 @@ class PlanningSettings:
         return {"simulations": self.simulations, "rollout_steps": self.rollout_steps}
 
     def cem(self, episode_steps: int) -> dict:
-        return {"horizon": min(self.horizon, episode_steps), "iterations": self.iterations, "samples": self.samples,
-                "elites": self.elites}
+        return {
+            "horizon": min(self.horizon, episode_steps),
+            "iterations": self.iterations,
+            "samples": self.samples,
+            "elites": self.elites,
+        }
 
 
 PAPER = PlanningSettings()
@@ -61,7 +65,7 @@ PAPER = PlanningSettings()
 CPU = PlanningSettings(max_steps=200, horizon=30, iterations=5, samples=100, elites=10)
 
 _PLANNERS_SOURCE = Path(planners.__file__).read_text()
-_PLAN_ENTRY_SOURCE = f'''
+_PLAN_ENTRY_SOURCE = f"""
 
 _codeplay_planners = {{"__name__": "_codeplay_planners"}}
 exec(compile({_PLANNERS_SOURCE!r}, "<planners>", "exec"), _codeplay_planners)
@@ -83,7 +87,7 @@ def _codeplay_plan(request):
                                                  **request["settings"])
     return _codeplay_planners["cem_plan"](simulate, state, request["low"], request["high"], rng,
                                           **request["settings"]).tolist()
-'''
+"""
 
 
 def plan_program(code: str) -> str:
@@ -124,8 +128,15 @@ def oracle_policy(env_id: str, settings: PlanningSettings) -> Policy:
         return (next_observation, model.save()), reward, terminated
 
     def choose(env, observation: np.ndarray, seed: int) -> list:
-        return _plan(env_id, settings, env, simulate, (observation, TrueModel.snapshot(env)),
-                     lambda state: state[0].tobytes(), seed)
+        return _plan(
+            env_id,
+            settings,
+            env,
+            simulate,
+            (observation, TrueModel.snapshot(env)),
+            lambda state: state[0].tobytes(),
+            seed,
+        )
 
     return choose
 
@@ -151,8 +162,9 @@ def _plan(env_id: str, settings: PlanningSettings, env, simulate, state, key, se
     if ENVS[env_id].discrete_actions:
         return [planners.mcts_action(simulate, state, key, env.action_space.n, rng, **settings.mcts())]
     space = env.action_space
-    return list(planners.cem_plan(simulate, state, space.low, space.high, rng,
-                                  **settings.cem(episode_steps(env_id, settings))))
+    return list(
+        planners.cem_plan(simulate, state, space.low, space.high, rng, **settings.cem(episode_steps(env_id, settings)))
+    )
 
 
 def model_policy(env_id: str, code: str, sandbox: Sandbox, settings: PlanningSettings) -> Policy:
@@ -160,13 +172,21 @@ def model_policy(env_id: str, code: str, sandbox: Sandbox, settings: PlanningSet
     spec, program = ENVS[env_id], plan_program(code)
 
     def choose(env, observation: np.ndarray, seed: int) -> list:
-        request = {"kind": spec.observation_kind, "discrete": spec.discrete_actions, "dimension": len(observation),
-                   "observation": observation.tolist(), "seed": seed}
+        request = {
+            "kind": spec.observation_kind,
+            "discrete": spec.discrete_actions,
+            "dimension": len(observation),
+            "observation": observation.tolist(),
+            "seed": seed,
+        }
         if spec.discrete_actions:
             request |= {"n_actions": int(env.action_space.n), "settings": settings.mcts()}
         else:
-            request |= {"low": env.action_space.low.tolist(), "high": env.action_space.high.tolist(),
-                        "settings": settings.cem(episode_steps(env_id, settings))}
+            request |= {
+                "low": env.action_space.low.tolist(),
+                "high": env.action_space.high.tolist(),
+                "settings": settings.cem(episode_steps(env_id, settings)),
+            }
         (verdict,) = sandbox.apply([Call(program, PLAN_ENTRY, request)])
         if verdict.status != "returned":
             raise ModelFailed(f"{verdict.status}: {verdict.detail}")
@@ -220,8 +240,9 @@ def evaluate_planning(env_id: str, model: Policy, settings: PlanningSettings, se
     return PlanningResult(env_id, random_returns, true_returns, model_returns, value, error_bar, bug)
 
 
-def normalised_return(random_returns: list[float], true_returns: list[float], model_returns: list[float],
-                      seed: int = 0) -> tuple[float, float]:
+def normalised_return(
+    random_returns: list[float], true_returns: list[float], model_returns: list[float], seed: int = 0
+) -> tuple[float, float]:
     """(R from the mean returns, the standard deviation of R over bootstrap resamples of each policy's
     episodes); (NaN, NaN) when the oracle's mean is the random one's."""
     groups = [np.asarray(returns, dtype=np.float64) for returns in (random_returns, true_returns, model_returns)]

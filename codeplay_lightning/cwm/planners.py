@@ -14,8 +14,19 @@ import math
 import numpy as np
 
 
-def mcts_action(simulate, state, key, n_actions, rng, simulations=25, exploration=1.0, discount=0.99,
-                rollout_steps=100, temperature=0.01, visit_offset=1.0):
+def mcts_action(
+    simulate,
+    state,
+    key,
+    n_actions,
+    rng,
+    simulations=25,
+    exploration=1.0,
+    discount=0.99,
+    rollout_steps=100,
+    temperature=0.01,
+    visit_offset=1.0,
+):
     """An action for `state`: a fresh tree of `simulations` simulations, UCT
     Q + c·sqrt(ln N / (n + visit_offset)) after every action has been tried once, leaves valued by a
     uniformly random rollout of at most `rollout_steps` discounted steps, and the action drawn from
@@ -52,8 +63,9 @@ def _simulate_once(node, simulate, key, n_actions, rng, exploration, discount, r
             node.children[action][key(next_state)] = _Node(next_state, n_actions)
             value = reward + discount * _rollout(simulate, next_state, n_actions, rng, discount, rollout_steps)
         else:
-            value = reward + discount * _simulate_once(child, simulate, key, n_actions, rng, exploration, discount,
-                                                       rollout_steps, visit_offset)
+            value = reward + discount * _simulate_once(
+                child, simulate, key, n_actions, rng, exploration, discount, rollout_steps, visit_offset
+            )
     node.total += 1
     node.visits[action] += 1
     node.values[action] += (value - node.values[action]) / node.visits[action]

@@ -16,7 +16,7 @@ import numpy as np
 from codeplay_lightning.cwm import harness, metric
 from codeplay_lightning.cwm.transitions import Transitions
 from codeplay_lightning.execution import Sandbox
-from codeplay_lightning.search.tasks import DescribedTask, Evaluation, describe_wrong_result
+from codeplay_lightning.search.tasks import DescribedTask, Feedback, describe_wrong_result
 
 INTERFACE = """\
 Write the environment as a Python class named `Environment` (numpy is available as `np` once you
@@ -31,8 +31,12 @@ Write the environment as a Python class named `Environment` (numpy is available 
 The class is used as a pure function of (state, action): `set_state` is called before every `step`.
 Write the whole class, with every helper it uses defined, and nothing else."""
 
-STATE_FORMATS = {"int": "an int", "tuple": "a tuple of ints", "float32": "a numpy array of float32",
-                 "float64": "a numpy array of float64"}
+STATE_FORMATS = {
+    "int": "an int",
+    "tuple": "a tuple of ints",
+    "float32": "a numpy array of float32",
+    "float64": "a numpy array of float64",
+}
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,7 @@ def score_model(sandbox: Sandbox, code: str, data: Transitions) -> ModelScore:
         return ModelScore(0.0, 0.0, 0.0, predictions)
     on_search, on_heldout = (_split_predictions(predictions, data.split == split) for split in ("search", "heldout"))
     heldout_accuracy = metric.accuracy(heldout, on_heldout) if len(heldout) else float("nan")
-    return ModelScore(metric.accuracy(search, on_search), heldout_accuracy,
-                      metric.official_accuracy(search, on_search))
+    return ModelScore(metric.accuracy(search, on_search), heldout_accuracy, metric.official_accuracy(search, on_search))
 
 
 class CWMTask(DescribedTask):
@@ -75,24 +78,28 @@ class CWMTask(DescribedTask):
             raise ValueError(f"{name}: no search transitions to score programs on")
         self.description = task_description(env_description, data)
 
-    def evaluate(self, program: str) -> Evaluation:
+    def evaluate(self, program: str) -> Feedback:
         predictions = harness.predict(self.sandbox, program, self.search)
         if isinstance(predictions, harness.Bug):
-            return Evaluation(score=0.0, buggy=True, error=predictions.detail)
+            return Feedback(score=0.0, buggy=True, error=predictions.detail)
         score = metric.accuracy(self.search, predictions)
         wrong = metric.first_wrong(self.search, predictions)
         example = None if wrong is None else describe_transition(self.search, predictions, wrong)
-        return Evaluation(score=score, buggy=False, failing_example=example)
+        return Feedback(score=score, buggy=False, failing_example=example)
 
 
 def describe_transition(data: Transitions, predictions: metric.Predictions, index: int) -> str:
     """One transition as the improve prompt shows it: the state and action, what really followed, and
     what the program predicted, in the environment's own formats."""
     state, action = _shown(data.observations[index], data.observation_kind), _shown_action(data, index)
-    expected = (f"next_state = {_shown(data.next_observations[index], data.observation_kind)}, "
-                f"reward = {float(data.rewards[index])!r}, done = {bool(data.terminated[index])}")
-    got = (f"next_state = {_shown(predictions.next_observations[index], data.observation_kind)}, "
-           f"reward = {float(predictions.rewards[index])!r}, done = {bool(predictions.dones[index])}")
+    expected = (
+        f"next_state = {_shown(data.next_observations[index], data.observation_kind)}, "
+        f"reward = {float(data.rewards[index])!r}, done = {bool(data.terminated[index])}"
+    )
+    got = (
+        f"next_state = {_shown(predictions.next_observations[index], data.observation_kind)}, "
+        f"reward = {float(predictions.rewards[index])!r}, done = {bool(predictions.dones[index])}"
+    )
     return describe_wrong_result(f"set_state({state}), then step({action})", expected, got)
 
 

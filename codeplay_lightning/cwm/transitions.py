@@ -46,8 +46,9 @@ class Transitions:
 
     def select(self, mask: np.ndarray) -> Transitions:
         """The transitions where `mask` holds, in order."""
-        return Transitions(self.env_id, self.observation_kind, self.discrete_actions,
-                           *(getattr(self, name)[mask] for name in _ARRAYS))
+        return Transitions(
+            self.env_id, self.observation_kind, self.discrete_actions, *(getattr(self, name)[mask] for name in _ARRAYS)
+        )
 
     def of_split(self, split: str) -> Transitions:
         if split not in SPLITS:
@@ -55,14 +56,23 @@ class Transitions:
         return self.select(self.split == split)
 
     def save(self, path: Path) -> None:
-        np.savez_compressed(path, env_id=self.env_id, observation_kind=self.observation_kind,
-                            discrete_actions=self.discrete_actions, **{name: getattr(self, name) for name in _ARRAYS})
+        np.savez_compressed(
+            path,
+            env_id=self.env_id,
+            observation_kind=self.observation_kind,
+            discrete_actions=self.discrete_actions,
+            **{name: getattr(self, name) for name in _ARRAYS},
+        )
 
     @classmethod
     def load(cls, path: Path) -> Transitions:
         with np.load(path, allow_pickle=False) as data:
-            return cls(str(data["env_id"]), str(data["observation_kind"]), bool(data["discrete_actions"]),
-                       *(data[name] for name in _ARRAYS))
+            return cls(
+                str(data["env_id"]),
+                str(data["observation_kind"]),
+                bool(data["discrete_actions"]),
+                *(data[name] for name in _ARRAYS),
+            )
 
 
 def observation_row(observation) -> np.ndarray:
@@ -87,5 +97,14 @@ def play(env, plan_from: Callable[[object, np.ndarray, int], list], reset_seed: 
             return
 
 
-_ARRAYS = ("observations", "actions", "next_observations", "rewards", "terminated", "truncated", "episodes",
-           "split", "unpredictable")
+_ARRAYS = (
+    "observations",
+    "actions",
+    "next_observations",
+    "rewards",
+    "terminated",
+    "truncated",
+    "episodes",
+    "split",
+    "unpredictable",
+)

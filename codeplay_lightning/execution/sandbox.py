@@ -125,17 +125,29 @@ class Sandbox:
     (`isolation`) or less than fully (namespaces, cgroup and seccomp, which need root) gets a
     one-line warning, or with `require_isolation` a RuntimeError before any program runs on it."""
 
-    def __init__(self, workers: int = 2, timeout: float = 1.0, memory_mb: int = 1024,
-                 output_chars: int = 4096, recursion_limit: int = 10_000, modules: Sequence[str] = (),
-                 require_isolation: bool = False):
+    def __init__(
+        self,
+        workers: int = 2,
+        timeout: float = 1.0,
+        memory_mb: int = 1024,
+        output_chars: int = 4096,
+        recursion_limit: int = 10_000,
+        modules: Sequence[str] = (),
+        require_isolation: bool = False,
+    ):
         checked_workers(workers)
         checked_timeout(timeout)
         if type(memory_mb) is not int or memory_mb < 64:
             raise ValueError(f"memory_mb must be a whole number of at least 64, got {memory_mb!r}")
         self.size, self.timeout, self.require_isolation = workers, float(timeout), require_isolation
-        self._settings = {"timeout": self.timeout, "memory_mb": memory_mb, "output_chars": output_chars,
-                          "recursion_limit": recursion_limit, "modules": list(modules),
-                          **_module_locations(modules)}
+        self._settings = {
+            "timeout": self.timeout,
+            "memory_mb": memory_mb,
+            "output_chars": output_chars,
+            "recursion_limit": recursion_limit,
+            "modules": list(modules),
+            **_module_locations(modules),
+        }
         self._frame_limit = frame_limit(output_chars)
         self._wardens: list[_Warden] = []
         self._selector = selectors.DefaultSelector()
@@ -158,8 +170,9 @@ class Sandbox:
             self._fill_pool()
         return self._reported
 
-    def verify(self, programs: Sequence[Program],
-               on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
+    def verify(
+        self, programs: Sequence[Program], on_verdict: Callable[[int, Verdict], None] | None = None
+    ) -> list[Verdict]:
         """One verdict per program, in order. `on_verdict(index, verdict)` is called as each lands."""
         return self._execute(programs, on_verdict)
 
@@ -215,10 +228,18 @@ class Sandbox:
         settings = dict(self._settings, request_fd=request_read, reply_fd=reply_write)
         launcher = subprocess.Popen(
             [sys.executable, "-s", "-S", str(WARDEN_SCRIPT), json.dumps(settings)],
-            pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-                 "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},  # numpy's BLAS: no threads to fork
+            pass_fds=(request_read, reply_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "LANG": "C.UTF-8",
+                "PYTHONHASHSEED": "0",
+                "OPENBLAS_NUM_THREADS": "1",
+                "OMP_NUM_THREADS": "1",
+            },  # numpy's BLAS: no threads to fork
         )
         os.close(request_read)
         os.close(reply_write)
@@ -282,8 +303,10 @@ class Sandbox:
             if warden.task is not None and now > warden.deadline:
                 index = warden.task
                 self._discard(warden)
-                run.finish(index, Verdict("timeout", f"no verdict within {self.timeout:g} s; the sandbox was reset",
-                                          self.timeout))
+                run.finish(
+                    index,
+                    Verdict("timeout", f"no verdict within {self.timeout:g} s; the sandbox was reset", self.timeout),
+                )
             elif not warden.ready and now > warden.started + STARTUP_SECONDS:
                 self._discard(warden)
                 raise RuntimeError(f"a sandbox warden did not start within {STARTUP_SECONDS:g} s")
@@ -303,21 +326,32 @@ class Sandbox:
             self._discard(warden)
             raise RuntimeError(f"a sandbox warden failed to start:\n{frame[1]}")
         calls = warden.task is not None and run is not None and isinstance(run.tasks[warden.task], Call)
-        if (kind == "verdict" and len(frame) == 1 + len(VerdictReply._fields) and warden.task is not None
-                and run is not None and not calls):
+        if (
+            kind == "verdict"
+            and len(frame) == 1 + len(VerdictReply._fields)
+            and warden.task is not None
+            and run is not None
+            and not calls
+        ):
             verdict = VerdictReply(*frame[1:])
             seconds = _seconds(verdict.seconds)
             if verdict.sequence == str(warden.sequence) and verdict.status in VERDICT_STATUSES and seconds is not None:
                 index, warden.task = warden.task, None
-                run.finish(index, Verdict(verdict.status, verdict.detail, seconds, verdict.output, verdict.answer,
-                                          verdict.returned))
+                run.finish(
+                    index,
+                    Verdict(verdict.status, verdict.detail, seconds, verdict.output, verdict.answer, verdict.returned),
+                )
                 return True
         if kind == "returned" and len(frame) == 1 + len(ReturnedReply._fields) and calls:
             returned = ReturnedReply(*frame[1:])
             seconds = _seconds(returned.seconds)
             value = _value(returned.value) if returned.status == "returned" else None
-            if (returned.sequence == str(warden.sequence) and returned.status in CALL_STATUSES and seconds is not None
-                    and value is not _BAD):
+            if (
+                returned.sequence == str(warden.sequence)
+                and returned.status in CALL_STATUSES
+                and seconds is not None
+                and value is not _BAD
+            ):
                 index, warden.task = warden.task, None
                 run.finish(index, Verdict(returned.status, returned.detail, seconds, returned.output, value=value))
                 return True

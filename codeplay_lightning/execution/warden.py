@@ -66,8 +66,22 @@ VERDICT_STATUSES = (*JUDGE_STATUSES, "timeout")  # a program's verdict: its judg
 CALL_STATUSES = (*CALLER_STATUSES, "timeout")  # a call's verdict: its caller's, or the warden's timeout
 PRELOADED = (  # imported by the zygote's parent, so that every program process starts with them; few,
     # because each forks with them (P3 programs use little beyond these, and import the rest themselves)
-    "math", "itertools", "functools", "collections", "heapq", "bisect", "operator", "re", "string",
-    "random", "typing", "copy", "json", "time", "traceback", "reprlib",
+    "math",
+    "itertools",
+    "functools",
+    "collections",
+    "heapq",
+    "bisect",
+    "operator",
+    "re",
+    "string",
+    "random",
+    "typing",
+    "copy",
+    "json",
+    "time",
+    "traceback",
+    "reprlib",
 )
 P3_BASE_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 JSON_TYPES = {type(None), bool, int, float, str, list, dict}
@@ -105,7 +119,7 @@ def unpack(body: bytes, decode: bool = True) -> list:
         raise ValueError("a frame whose fields do not add up to its size")
     fields = []
     for size in sizes:
-        field = body[offset:offset + size]
+        field = body[offset : offset + size]
         fields.append(field.decode("utf-8", "replace") if decode else field)
         offset += size
     return fields
@@ -127,8 +141,8 @@ class FrameReader:
                 raise ValueError(f"a frame of {size} bytes (at most {self.limit})")
             if len(self.buffer) < HEADER.size + size:
                 break
-            frames.append(unpack(bytes(self.buffer[HEADER.size:HEADER.size + size]), self.decode))
-            del self.buffer[:HEADER.size + size]
+            frames.append(unpack(bytes(self.buffer[HEADER.size : HEADER.size + size]), self.decode))
+            del self.buffer[: HEADER.size + size]
         return frames
 
 
@@ -147,7 +161,7 @@ def read_frame(fd: int, limit: int, decode: bool = True) -> list | None:
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def frame_limit(output_chars: int) -> int:
@@ -258,7 +272,7 @@ class Channel:
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self.write_fd, view):]
+                view = view[os.write(self.write_fd, view) :]
             except BlockingIOError:
                 wait_for(self.write_fd, select.POLLOUT, deadline, self.supervisor_fd)
             except BrokenPipeError:
@@ -288,10 +302,12 @@ def parse_answer_type(text: str) -> tuple[type, int]:
     `List[...]` or `list[...]`. ValueError names what the judge cannot check."""
     depth, inner = 0, "".join(text.split())
     while depth <= ANSWER_DEPTH and inner.startswith(("List[", "list[", "typing.List[")) and inner.endswith("]"):
-        inner, depth = inner[inner.index("[") + 1:-1], depth + 1
+        inner, depth = inner[inner.index("[") + 1 : -1], depth + 1
     if inner not in P3_BASE_TYPES:
-        raise ValueError(f"unsupported answer type {text!r}: the judge checks bool, int, float, str "
-                         "and List[...] of them (with the element type)")
+        raise ValueError(
+            f"unsupported answer type {text!r}: the judge checks bool, int, float, str "
+            "and List[...] of them (with the element type)"
+        )
     return P3_BASE_TYPES[inner], depth
 
 
@@ -327,8 +343,10 @@ def encode_answer(answer, answer_type: str = "") -> str:
         kinds = set(map(type, value))  # element types at C speed: a long list of numbers stays cheap
         if not kinds <= JSON_TYPES:
             kind = next(kind for kind in kinds if kind not in JSON_TYPES)
-            raise TypeError(f"an answer of type {kind.__name__} cannot be judged: answers are None, "
-                            "bool, int, float, str, list and dict (str keys)")
+            raise TypeError(
+                f"an answer of type {kind.__name__} cannot be judged: answers are None, "
+                "bool, int, float, str, list and dict (str keys)"
+            )
         if list in kinds or dict in kinds:
             stack.extend((item, depth + 1) for item in value if type(item) in (list, dict))
     base, depth = parse_answer_type(answer_type) if answer_type else (None, 0)
@@ -467,10 +485,10 @@ def _source_text(source: str, node) -> str:
     time linear in the source (`ast.get_source_segment` is quadratic in a line's length)."""
     import re
 
-    lines = re.split("\r\n|\r|\n", source)[node.lineno - 1:node.end_lineno]  # the parser's line breaks
+    lines = re.split("\r\n|\r|\n", source)[node.lineno - 1 : node.end_lineno]  # the parser's line breaks
     if len(lines) == 1:
-        return lines[0].encode()[node.col_offset:node.end_col_offset].decode()
-    first, last = lines[0].encode()[node.col_offset:].decode(), lines[-1].encode()[:node.end_col_offset].decode()
+        return lines[0].encode()[node.col_offset : node.end_col_offset].decode()
+    first, last = lines[0].encode()[node.col_offset :].decode(), lines[-1].encode()[: node.end_col_offset].decode()
     return "\n".join([first, *lines[1:-1], last])
 
 
@@ -503,8 +521,9 @@ def describe(error: BaseException, name: str, source: str, frames: int = 4) -> s
             message = f"{type(error).__name__}: {str(error)[:1000]}"
         except BaseException:  # noqa: BLE001 - an exception whose __str__ raises
             message = f"{type(error).__name__}: <unprintable>"
-        return "\n".join(["Traceback (program frames, most recent call last):", *lines[-frames:], message]
-                         if lines else [message])
+        return "\n".join(
+            ["Traceback (program frames, most recent call last):", *lines[-frames:], message] if lines else [message]
+        )
     except BaseException:  # noqa: BLE001 - the program broke what describing needs
         return "an error that could not be described"
 
@@ -599,8 +618,11 @@ def build_root(stdlib: str, module_dirs: list[str]) -> str:
     system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", stdlib]
     links = {path: os.readlink(path) for path in system if os.path.islink(path)}
     # held open before the host's /tmp is hidden: the interpreter or a package may live under it
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY)
-            for path in [*system, *module_dirs] if path not in links and os.path.isdir(path)}
+    held = {
+        path: os.open(path, os.O_PATH | os.O_DIRECTORY)
+        for path in [*system, *module_dirs]
+        if path not in links and os.path.isdir(path)
+    }
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")  # host /tmp hidden too
     root = "/tmp/root"
@@ -643,8 +665,10 @@ def _package_dirs(root: str) -> list[str]:
     import glob
     import sysconfig
 
-    own = {sysconfig.get_path(key, vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
-           for key in ("purelib", "platlib")}
+    own = {
+        sysconfig.get_path(key, vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+        for key in ("purelib", "platlib")
+    }
     patterns = ["/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages", "/usr/lib/python3/dist-packages"]
     return sorted({root + path for path in own} | {path for pattern in patterns for path in glob.glob(root + pattern)})
 
@@ -679,8 +703,10 @@ class Cgroup:
             limits = {"memory.max": memory_bytes, "pids.max": processes}
         else:
             version = 1
-            directories = [f"/sys/fs/cgroup/{controller}{paths.get(controller, '/')}".rstrip("/") + f"/{name}"
-                           for controller in ("memory", "pids")]
+            directories = [
+                f"/sys/fs/cgroup/{controller}{paths.get(controller, '/')}".rstrip("/") + f"/{name}"
+                for controller in ("memory", "pids")
+            ]
             limits = {"memory.limit_in_bytes": memory_bytes, "pids.max": processes}
         made = []
         try:
@@ -792,20 +818,52 @@ class Removal:
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 SYSCALLS = {  # name: (x86_64, aarch64)
-    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),  # keyrings: per uid, host-wide
-    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),  # SysV IPC
-    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
-    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
-    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),  # POSIX message queues
-    "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
-    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),  # other processes
-    "kcmp": (312, 272), "perf_event_open": (298, 241), "pidfd_open": (434, 434), "pidfd_getfd": (438, 438),
-    "pidfd_send_signal": (424, 424), "process_madvise": (440, 440),
-    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),  # namespaces, mounts
-    "pivot_root": (155, 41), "bpf": (321, 280), "userfaultfd": (323, 282), "io_uring_setup": (425, 425),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "keyctl": (250, 219),  # keyrings: per uid, host-wide
+    "shmget": (29, 194),
+    "shmat": (30, 196),
+    "shmctl": (31, 195),
+    "shmdt": (67, 197),  # SysV IPC
+    "semget": (64, 190),
+    "semop": (65, 193),
+    "semctl": (66, 191),
+    "semtimedop": (220, 192),
+    "msgget": (68, 186),
+    "msgsnd": (69, 189),
+    "msgrcv": (70, 188),
+    "msgctl": (71, 187),
+    "mq_open": (240, 180),
+    "mq_unlink": (241, 181),
+    "mq_timedsend": (242, 182),  # POSIX message queues
+    "mq_timedreceive": (243, 183),
+    "mq_notify": (244, 184),
+    "mq_getsetattr": (245, 185),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),  # other processes
+    "kcmp": (312, 272),
+    "perf_event_open": (298, 241),
+    "pidfd_open": (434, 434),
+    "pidfd_getfd": (438, 438),
+    "pidfd_send_signal": (424, 424),
+    "process_madvise": (440, 440),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "mount": (165, 40),
+    "umount2": (166, 39),  # namespaces, mounts
+    "pivot_root": (155, 41),
+    "bpf": (321, 280),
+    "userfaultfd": (323, 282),
+    "io_uring_setup": (425, 425),
 }
-SIGNALLING = {"kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138),
-              "rt_tgsigqueueinfo": (297, 240)}
+SIGNALLING = {
+    "kill": (62, 129),
+    "tkill": (200, 130),
+    "tgkill": (234, 131),
+    "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240),
+}
 CLONE, CLONE3 = {"x86_64": 56, "aarch64": 220}, 435
 NAMESPACE_FLAGS = 0x7E020080  # clone's CLONE_NEW* flags: NS, CGROUP, UTS, IPC, USER, PID, NET, TIME
 EPERM, ENOSYS = 1, 38
@@ -826,20 +884,36 @@ def seccomp_filter(only_signal: int | None = None) -> bytes | None:
     if machine not in AUDIT_ARCH:
         return None
     column = 0 if machine == "x86_64" else 1
-    program = [_bpf(LOAD, 0, 0, 4), _bpf(JUMP_EQUAL, 1, 0, AUDIT_ARCH[machine]), _bpf(RETURN, 0, 0, RET_KILL_PROCESS),
-               _bpf(LOAD, 0, 0, 0), _bpf(JUMP_AT_LEAST, 0, 1, 0x40000000), _bpf(RETURN, 0, 0, RET_KILL_PROCESS)]
+    program = [
+        _bpf(LOAD, 0, 0, 4),
+        _bpf(JUMP_EQUAL, 1, 0, AUDIT_ARCH[machine]),
+        _bpf(RETURN, 0, 0, RET_KILL_PROCESS),
+        _bpf(LOAD, 0, 0, 0),
+        _bpf(JUMP_AT_LEAST, 0, 1, 0x40000000),
+        _bpf(RETURN, 0, 0, RET_KILL_PROCESS),
+    ]
     if only_signal is None:
         for numbers in SYSCALLS.values():
             program += [_bpf(JUMP_EQUAL, 0, 1, numbers[column]), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
-        program += [_bpf(JUMP_EQUAL, 0, 1, CLONE3), _bpf(RETURN, 0, 0, RET_ERRNO | ENOSYS),
-                    _bpf(JUMP_EQUAL, 0, 3, CLONE[machine]), _bpf(LOAD, 0, 0, 16),  # clone's flags
-                    _bpf(JUMP_ANY_BIT, 0, 1, NAMESPACE_FLAGS), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
+        program += [
+            _bpf(JUMP_EQUAL, 0, 1, CLONE3),
+            _bpf(RETURN, 0, 0, RET_ERRNO | ENOSYS),
+            _bpf(JUMP_EQUAL, 0, 3, CLONE[machine]),
+            _bpf(LOAD, 0, 0, 16),  # clone's flags
+            _bpf(JUMP_ANY_BIT, 0, 1, NAMESPACE_FLAGS),
+            _bpf(RETURN, 0, 0, RET_ERRNO | EPERM),
+        ]
     else:
         for numbers in SIGNALLING.values():  # the target (pid, or -group) is the first argument
-            program += [_bpf(JUMP_EQUAL, 0, 6, numbers[column]), _bpf(LOAD, 0, 0, 16),
-                        _bpf(JUMP_EQUAL, 2, 0, 0), _bpf(JUMP_EQUAL, 1, 0, only_signal),
-                        _bpf(JUMP_EQUAL, 0, 1, -only_signal & 0xFFFFFFFF),
-                        _bpf(RETURN, 0, 0, RET_ALLOW), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
+            program += [
+                _bpf(JUMP_EQUAL, 0, 6, numbers[column]),
+                _bpf(LOAD, 0, 0, 16),
+                _bpf(JUMP_EQUAL, 2, 0, 0),
+                _bpf(JUMP_EQUAL, 1, 0, only_signal),
+                _bpf(JUMP_EQUAL, 0, 1, -only_signal & 0xFFFFFFFF),
+                _bpf(RETURN, 0, 0, RET_ALLOW),
+                _bpf(RETURN, 0, 0, RET_ERRNO | EPERM),
+            ]
     return b"".join(program + [_bpf(RETURN, 0, 0, RET_ALLOW)])
 
 
@@ -1051,20 +1125,32 @@ class Warden:
         """How it isolates programs: level "full" with namespaces, a cgroup and the seccomp filter."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
-            limits = (f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program, "
-                      f"and {memory} MiB per process")
+            limits = (
+                f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program, "
+                f"and {memory} MiB per process"
+            )
         else:
-            limits = (f"rlimits only: {memory} MiB per process, processes of uid {self.program_uid} "
-                      f"capped at {self.nproc}")
-        filtered = ("seccomp: no keyrings, SysV or POSIX IPC, ptrace or namespaces" if self.seccomp
-                    else "no seccomp filter on this architecture")
+            limits = (
+                f"rlimits only: {memory} MiB per process, processes of uid {self.program_uid} capped at {self.nproc}"
+            )
+        filtered = (
+            "seccomp: no keyrings, SysV or POSIX IPC, ptrace or namespaces"
+            if self.seccomp
+            else "no seccomp filter on this architecture"
+        )
         if self.namespaced:
             level = "full" if self.cgroup and self.seccomp else "partial"
-            return ReadyReply(level, f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
-                                     "every program process forked from a clean zygote with a fresh /tmp; "
-                                     f"{filtered}; {limits}")
-        return ReadyReply("basic", "basic (not root): own session, no namespaces (network and files visible), "
-                                   f"programs can signal only themselves; {filtered}; {limits}")
+            return ReadyReply(
+                level,
+                f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
+                "every program process forked from a clean zygote with a fresh /tmp; "
+                f"{filtered}; {limits}",
+            )
+        return ReadyReply(
+            "basic",
+            "basic (not root): own session, no namespaces (network and files visible), "
+            f"programs can signal only themselves; {filtered}; {limits}",
+        )
 
     # ------------------------------------------------------------ the request loop
 
@@ -1080,13 +1166,15 @@ class Warden:
                     run = RunRequest(*request[1:])
                     ans_type = run.ans_type if run.typed == "1" else None
                     status, detail, seconds, output, answer, returned = self.run(run.f, run.g, ans_type)
-                    reply = pack("verdict", *VerdictReply(run.sequence, status, repr(seconds), detail, output,
-                                                          answer, returned))
+                    reply = pack(
+                        "verdict", *VerdictReply(run.sequence, status, repr(seconds), detail, output, answer, returned)
+                    )
                 else:
                     call = ApplyRequest(*request[1:])
                     status, detail, seconds, output, value = self.apply(call.source, call.function, call.input)
-                    reply = pack("returned", *ReturnedReply(call.sequence, status, repr(seconds), detail, output,
-                                                            value))
+                    reply = pack(
+                        "returned", *ReturnedReply(call.sequence, status, repr(seconds), detail, output, value)
+                    )
             except SupervisorGone:
                 return
             write_all(self.reply_fd, reply)
@@ -1104,14 +1192,20 @@ class Warden:
         returned = ""
         if status == "answer":
             status, detail, answer, returned, judge_output = self._ask(
-                b"judge", (f, f_code, answer_type, detail), deadline, 5, "f")
+                b"judge", (f, f_code, answer_type, detail), deadline, 5, "f"
+            )
             output += judge_output
         seconds = time.monotonic() - started
         if seconds > self.timeout and status != "timeout":
             status, detail = "timeout", f"g and f took {seconds:.2f} s, over the {self.timeout:g} s limit"
-        if len(output) > self.output_chars + 200:  # g's and f's capped outputs together
-            output = output[:self.output_chars] + "\n[... more characters dropped]"
-        return status, detail[:DETAIL_CHARS], seconds, output, answer[:DETAIL_CHARS], returned[:DETAIL_CHARS]
+        return (
+            status,
+            detail[:DETAIL_CHARS],
+            seconds,
+            self._capped(output),
+            answer[:DETAIL_CHARS],
+            returned[:DETAIL_CHARS],
+        )
 
     def apply(self, source: str, function: str, text: str) -> tuple[str, str, float, str, str]:
         """(status, detail, seconds, output, the JSON text `function` returned for the input `text`),
@@ -1121,12 +1215,22 @@ class Warden:
             (code,) = self._compile(("program", source), lambda: (marshal.dumps(compile_source(source, "program")),))
         except ProgramError as error:
             return error.status, error.detail, time.monotonic() - started, "", ""
-        status, detail, value, output = self._ask(b"caller", (source, code, function, text), started + self.timeout,
-                                                  4, "the program")
+        status, detail, value, output = self._ask(
+            b"caller", (source, code, function, text), started + self.timeout, 4, "the program"
+        )
         seconds = time.monotonic() - started
         if seconds > self.timeout and status != "timeout":
             status, detail, value = "timeout", f"the call took {seconds:.2f} s, over the {self.timeout:g} s limit", ""
-        return status, detail[:DETAIL_CHARS], seconds, output, value
+        if len(value) > ANSWER_CHARS:  # only a reply the program forged itself can be longer
+            status, detail, value = "error", f"the returned value is over {ANSWER_CHARS} characters", ""
+        return status, detail[:DETAIL_CHARS], seconds, self._capped(output), value
+
+    def _capped(self, output: str) -> str:
+        """A reply's output within what the frame limit allows: each process caps its own, but a program can
+        forge its process's reply (and g's and f's outputs add up)."""
+        if len(output) > self.output_chars + 200:
+            output = output[: self.output_chars] + "\n[... more characters dropped]"
+        return output
 
     def _compile(self, key: tuple, compile_it) -> tuple:
         """What `compile_it()` gives (or the ProgramError it raised), compiled once while `key` repeats."""

@@ -26,8 +26,14 @@ SAMPLES = 10  # puzzles per run in the appendix, as the paper's appendix C
 PANELS = {"R_d": "difficulty reward $R_d$", "R_n": "novelty reward $R_n$", "R": "total reward $R$"}
 FIELDS = ("index", "puzzle", "valid", "D", "R_d", "R_n", "R")
 # the paper's figure 2 colours for its presets; other runs take matplotlib's cycle
-COLOURS = {"none": "grey", "difficulty": "orchid", "novelty": "darkorange", "balanced": "purple",
-           "novelty_biased": "royalblue", "product": "seagreen"}
+COLOURS = {
+    "none": "grey",
+    "difficulty": "orchid",
+    "novelty": "darkorange",
+    "balanced": "purple",
+    "novelty_biased": "royalblue",
+    "product": "seagreen",
+}
 
 
 @dataclass
@@ -156,7 +162,9 @@ def sample_last(puzzles: list[dict], seed: int) -> list[dict]:
 def summary(run: Run) -> dict:
     count = len(run.puzzles)
     return {
-        "run": str(run.path), "label": run.label, "puzzles": count,
+        "run": str(run.path),
+        "label": run.label,
+        "puzzles": count,
         "valid_frac": sum(bool(p["valid"]) for p in run.puzzles) / count if count else None,
         "solved_frac": sum(p["D"] is not None for p in run.puzzles) / count if count else None,
         "final": {key: float(run.smoothed(key)[-1]) if count else None for key in PANELS},
@@ -173,8 +181,9 @@ def plot(runs: list[Run], path: Path) -> None:
     for axis, (key, title) in zip(axes, PANELS.items()):
         for run in runs:
             if run.puzzles:
-                axis.plot([p["index"] for p in run.puzzles], run.smoothed(key), label=run.label,
-                          color=COLOURS.get(run.name))
+                axis.plot(
+                    [p["index"] for p in run.puzzles], run.smoothed(key), label=run.label, color=COLOURS.get(run.name)
+                )
         axis.set(title=title, xlabel="puzzles generated", ylabel=f"{key}, mean of the last {WINDOW} puzzles")
         axis.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
@@ -184,30 +193,49 @@ def plot(runs: list[Run], path: Path) -> None:
 
 
 def report(runs: list[Run], summaries: list[dict], seed: int) -> str:
-    lines = ["# Setter training runs compared", "", "![R_d, R_n and R against puzzles generated](figure.png)", "",
-             f"As the paper's figure 2: R_d, R_n and R against puzzles generated, each the mean of the last "
-             f"{WINDOW} puzzles (fewer at the start). Each puzzle `index` counts once (the last logged).", "",
-             f"| run | puzzles | valid % | solved % | R_d | R_n | R | distinct in last {LAST} |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = [
+        "# Setter training runs compared",
+        "",
+        "![R_d, R_n and R against puzzles generated](figure.png)",
+        "",
+        f"As the paper's figure 2: R_d, R_n and R against puzzles generated, each the mean of the last "
+        f"{WINDOW} puzzles (fewer at the start). Each puzzle `index` counts once (the last logged).",
+        "",
+        f"| run | puzzles | valid % | solved % | R_d | R_n | R | distinct in last {LAST} |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for run, row in zip(runs, summaries):
         final = [_number(row["final"][key]) for key in PANELS]
-        lines.append(f"| {run.label} | {row['puzzles']} | {_percent(row['valid_frac'])} | "
-                     f"{_percent(row['solved_frac'])} | {' | '.join(final)} | "
-                     f"{row['distinct_last']} of {min(LAST, row['puzzles'])} |")
-    lines += ["", "R_d, R_n, R: the smoothed values at the last puzzle. Solved: D is finite (the Solver passed at "
-                  "least once).", ""]
+        lines.append(
+            f"| {run.label} | {row['puzzles']} | {_percent(row['valid_frac'])} | "
+            f"{_percent(row['solved_frac'])} | {' | '.join(final)} | "
+            f"{row['distinct_last']} of {min(LAST, row['puzzles'])} |"
+        )
+    lines += [
+        "",
+        "R_d, R_n, R: the smoothed values at the last puzzle. Solved: D is finite (the Solver passed at least once).",
+        "",
+    ]
     noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
     lines += [*noted, ""] if noted else []
-    lines += ["## Puzzles at the end of training (as the paper's appendix C)", "",
-              f"{SAMPLES} per run, drawn without replacement from its last {LAST} (seed {seed}; all of them "
-              f"when fewer).", ""]
+    lines += [
+        "## Puzzles at the end of training (as the paper's appendix C)",
+        "",
+        f"{SAMPLES} per run, drawn without replacement from its last {LAST} (seed {seed}; all of them when fewer).",
+        "",
+    ]
     for run, row in zip(runs, summaries):
         lines += [f"### {run.label}", ""]
         if not row["sampled"]:
             lines += ["No puzzles logged yet.", ""]
         for puzzle in row["sampled"]:
-            lines += [f"Puzzle {puzzle['index']}: {_difficulty(puzzle)}, R_d = {puzzle['R_d']:.2f}, "
-                      f"R_n = {puzzle['R_n']:.2f}", "", *_fenced(puzzle["puzzle"].strip("\n")), ""]
+            lines += [
+                f"Puzzle {puzzle['index']}: {_difficulty(puzzle)}, R_d = {puzzle['R_d']:.2f}, "
+                f"R_n = {puzzle['R_n']:.2f}",
+                "",
+                *_fenced(puzzle["puzzle"].strip("\n")),
+                "",
+            ]
     return "\n".join(lines)
 
 

@@ -45,12 +45,20 @@ def train_in_subprocess(config_file: Path, overrides: list[str], resume: Path | 
         command += ["--resume", str(resume)]
     completed = subprocess.run(command, check=False)
     if completed.returncode != 0:
-        raise ValueError(f"`{' '.join(command[2:])}` failed (exit {completed.returncode}); "
-                         "run the sweep again to resume from the last finished iteration")
+        raise ValueError(
+            f"`{' '.join(command[2:])}` failed (exit {completed.returncode}); "
+            "run the sweep again to resume from the last finished iteration"
+        )
 
 
-def sweep(presets: list[str], run_root: Path, out: Path, seed: int = 0, configs: Path = Path("configs"),
-          trainer: Trainer = train_in_subprocess) -> dict:
+def sweep(
+    presets: list[str],
+    run_root: Path,
+    out: Path,
+    seed: int = 0,
+    configs: Path = Path("configs"),
+    trainer: Trainer = train_in_subprocess,
+) -> dict:
     """Train every preset that is not finished, in order, then compare them all into `out`."""
     overrides = [f"trainer.run_root={run_root}", f"trainer.seed={seed}"]
     steps = [plan(preset, configs, overrides) for preset in presets]  # every error before any training
@@ -93,5 +101,6 @@ def completed_iterations(checkpoint: Path) -> int:
         state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
         return int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
     except Exception as error:  # noqa: BLE001 - any way of being unreadable
-        raise ValueError(f"checkpoint {checkpoint} is unreadable ({type(error).__name__}): "
-                         "move its run away, then sweep again") from None
+        raise ValueError(
+            f"checkpoint {checkpoint} is unreadable ({type(error).__name__}): move its run away, then sweep again"
+        ) from None

@@ -67,8 +67,13 @@ class HFLLM:
         for start in range(0, len(texts), self.batch_size):
             batch = slice(start, start + self.batch_size)
             with torch.inference_mode():
-                samples = sample(self.model, self.tokenizer, texts[batch], self.sampling,
-                                 row_generators[batch] if row_generators is not None else None)
+                samples = sample(
+                    self.model,
+                    self.tokenizer,
+                    texts[batch],
+                    self.sampling,
+                    row_generators[batch] if row_generators is not None else None,
+                )
             completions += samples.texts
             self.usage.completion_tokens += sum(len(token_ids) for token_ids in samples.token_ids)
         self.usage.prompt_tokens += sum(len(ids) for ids in self.tokenizer(texts)["input_ids"])
@@ -101,8 +106,9 @@ class OpenAILLM:
         seed: int | None = None,
     ) -> None:
         if len(sampling.stop_strings) > MAX_API_STOP_STRINGS:
-            raise ValueError(f"the OpenAI API takes at most {MAX_API_STOP_STRINGS} stop strings, "
-                             f"got {len(sampling.stop_strings)}")
+            raise ValueError(
+                f"the OpenAI API takes at most {MAX_API_STOP_STRINGS} stop strings, got {len(sampling.stop_strings)}"
+            )
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.base_url, self.model, self.sampling = base_url, model, sampling
@@ -137,7 +143,8 @@ class OpenAILLM:
         try:
             if self.chat:
                 response = self.client.chat.completions.create(
-                    messages=[{"role": "user", "content": prompt}], **settings)
+                    messages=[{"role": "user", "content": prompt}], **settings
+                )
                 text = response.choices[0].message.content or ""
             else:
                 response = self.client.completions.create(prompt=prompt, **settings)

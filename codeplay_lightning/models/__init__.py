@@ -10,5 +10,13 @@ from codeplay_lightning.models.sampling import (
     token_consistent_prompt,
 )
 
-__all__ = ["EMBEDDED_ALIAS", "WARMSTART_ALIAS", "Samples", "SamplingConfig", "load_causal_lm", "sample", "sample_streams",
-           "token_consistent_prompt"]
+__all__ = [
+    "EMBEDDED_ALIAS",
+    "WARMSTART_ALIAS",
+    "Samples",
+    "SamplingConfig",
+    "load_causal_lm",
+    "sample",
+    "sample_streams",
+    "token_consistent_prompt",
+]

@@ -37,10 +37,16 @@ def attention_paths(model) -> AttentionPaths:
     config = model.config
     family = config.model_type
     if family not in FAST_FAMILIES + PLAIN_FAMILIES:
-        raise UnsupportedModel(f"model type {family!r} was never checked against a full forward here; "
-                               f"supported: {', '.join(FAST_FAMILIES + PLAIN_FAMILIES)}")
-    fast = (family in FAST_FAMILIES and not _windowed(config) and config._attn_implementation in FAST_ATTENTION
-            and not getattr(config, "reorder_and_upcast_attn", False))  # GPT-2's own eager path ignores the name
+        raise UnsupportedModel(
+            f"model type {family!r} was never checked against a full forward here; "
+            f"supported: {', '.join(FAST_FAMILIES + PLAIN_FAMILIES)}"
+        )
+    fast = (
+        family in FAST_FAMILIES
+        and not _windowed(config)
+        and config._attn_implementation in FAST_ATTENTION
+        and not getattr(config, "reorder_and_upcast_attn", False)
+    )  # GPT-2's own eager path ignores the name
     return AttentionPaths(family, fast)
 
 

@@ -92,8 +92,10 @@ def _require_reachable(hub_id: str) -> None:
     try:
         socket.getaddrinfo(host, 443)
     except OSError as error:
-        raise FileNotFoundError(f"model {hub_id!r} is not in the local Hugging Face cache and {host} cannot be "
-                                f"reached ({error.strerror or error})") from None
+        raise FileNotFoundError(
+            f"model {hub_id!r} is not in the local Hugging Face cache and {host} cannot be "
+            f"reached ({error.strerror or error})"
+        ) from None
 
 
 def cache_root() -> Path:

@@ -49,7 +49,7 @@ def token_consistent_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, fol
     inside = tokenizer(prompt + following, add_special_tokens=False)["input_ids"]
     for end in range(len(prompt), 0, -1):  # in practice a character or two at most
         ids = tokenizer(prompt[:end], add_special_tokens=False)["input_ids"]
-        if ids == inside[:len(ids)]:
+        if ids == inside[: len(ids)]:
             return prompt[:end]
     raise ValueError("no prefix of the prompt tokenizes as it does inside its own text")
 
@@ -96,8 +96,13 @@ def sample(
     for step in range(config.max_new_tokens):
         row_generators = [generators[i] for i in rows] if generators is not None else None
         uniforms = _uniforms(row_generators, len(rows), logits.device)  # (B,)
-        tokens, token_logprobs = pick_tokens(logits, config.temperature, config.top_p, uniforms,  # (B,), (B,)
-                                             config.top_k)
+        tokens, token_logprobs = pick_tokens(
+            logits,
+            config.temperature,
+            config.top_p,
+            uniforms,  # (B,), (B,)
+            config.top_k,
+        )
         for i, token, logprob in zip(rows, tokens.tolist(), token_logprobs.tolist()):
             new_ids[i].append(token)
             new_logprobs[i].append(logprob)
@@ -143,8 +148,13 @@ def sample_streams(
     open_logprobs: list[list[float]] = [[] for _ in range(n_streams)]
     pieces: list[list[tuple[list[int], list[float], bool]]] = [[] for _ in range(n_streams)]
     for step in range(n_steps):
-        tokens, token_logprobs = pick_tokens(logits, config.temperature, config.top_p,
-                                             _uniforms(list(generators), n_streams, logits.device), config.top_k)
+        tokens, token_logprobs = pick_tokens(
+            logits,
+            config.temperature,
+            config.top_p,
+            _uniforms(list(generators), n_streams, logits.device),
+            config.top_k,
+        )
         for stream, token, logprob in zip(range(n_streams), tokens.tolist(), token_logprobs.tolist()):
             open_ids[stream].append(token)
             open_logprobs[stream].append(logprob)
@@ -165,8 +175,11 @@ def sample_streams(
     return _samples(tokenizer, [piece for stream_pieces in pieces for piece in stream_pieces], config.stop_strings)
 
 
-def _samples(tokenizer: PreTrainedTokenizerBase, continuations: list[tuple[list[int], list[float], bool]],
-             stop_strings: tuple[str, ...]) -> Samples:
+def _samples(
+    tokenizer: PreTrainedTokenizerBase,
+    continuations: list[tuple[list[int], list[float], bool]],
+    stop_strings: tuple[str, ...],
+) -> Samples:
     """`Samples` from (token ids, log-probs, finished) per continuation."""
     return Samples(
         texts=[_continuation_text(tokenizer, ids, stop_strings) for ids, _, _ in continuations],
@@ -176,12 +189,15 @@ def _samples(tokenizer: PreTrainedTokenizerBase, continuations: list[tuple[list[
     )
 
 
-def _finished(tokenizer: PreTrainedTokenizerBase, continuations: list[list[int]],
-              stop_strings: tuple[str, ...]) -> list[bool]:
+def _finished(
+    tokenizer: PreTrainedTokenizerBase, continuations: list[list[int]], stop_strings: tuple[str, ...]
+) -> list[bool]:
     """Per continuation (token ids): does it contain a stop string or end in the eos token?"""
     texts = tokenizer.batch_decode(continuations)
-    return [bool(ids) and (ids[-1] == tokenizer.eos_token_id or any(stop in text for stop in stop_strings))
-            for ids, text in zip(continuations, texts)]
+    return [
+        bool(ids) and (ids[-1] == tokenizer.eos_token_id or any(stop in text for stop in stop_strings))
+        for ids, text in zip(continuations, texts)
+    ]
 
 
 def _context_class(model: PreTrainedModel) -> type[_BehindSharedPrefix] | type[_WholeContext]:
@@ -204,8 +220,8 @@ def _left_padded(token_ids: list[list[int]], room: int, device: torch.device) ->
     padded = torch.zeros(len(token_ids), length, dtype=torch.long)
     real = torch.zeros(len(token_ids), length + room, dtype=torch.bool)
     for u, ids in enumerate(token_ids):
-        padded[u, length - len(ids):] = torch.tensor(ids)
-        real[u, length - len(ids):length] = True
+        padded[u, length - len(ids) :] = torch.tensor(ids)
+        real[u, length - len(ids) : length] = True
     return padded.to(device), real.to(device)
 
 
@@ -222,8 +238,17 @@ class _BehindSharedPrefix:
     cache holds each row's own tokens, [left padding | rest of its prompt | new tokens]. `sees` (B, S) marks
     the own slots a row attends to; `positions` (B, 1) is each row's next token's position."""
 
-    def __init__(self, model, prefix: SharedPrefix | None, cache: StaticCache, sees: torch.Tensor,
-                 positions: torch.Tensor, next_slot: int, logits: torch.Tensor, prompt_length: int = 0):
+    def __init__(
+        self,
+        model,
+        prefix: SharedPrefix | None,
+        cache: StaticCache,
+        sees: torch.Tensor,
+        positions: torch.Tensor,
+        next_slot: int,
+        logits: torch.Tensor,
+        prompt_length: int = 0,
+    ):
         self.model, self.prefix, self.cache, self.sees, self.positions = model, prefix, cache, sees, positions
         self.next_slot, self.logits = next_slot, logits
         self.prompt_length = prompt_length  # streams: the position a restarted stream starts from
@@ -255,8 +280,16 @@ class _BehindSharedPrefix:
         prefix, first_logits = run_prefix(model, prompt_ids)
         sees = torch.zeros(n_streams, n_steps, dtype=torch.bool, device=model.device)
         positions = torch.full((n_streams, 1), len(prompt_ids), device=model.device)
-        return cls(model, prefix, _new_cache(model, max_cache_len=n_steps), sees, positions, 0,
-                   first_logits.expand(n_streams, -1), prompt_length=len(prompt_ids))
+        return cls(
+            model,
+            prefix,
+            _new_cache(model, max_cache_len=n_steps),
+            sees,
+            positions,
+            0,
+            first_logits.expand(n_streams, -1),
+            prompt_length=len(prompt_ids),
+        )
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep (or repeat) the batch rows `rows` (B',), in that order."""
@@ -266,8 +299,9 @@ class _BehindSharedPrefix:
     def advance(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (B,); returns the next logits (B, V) in float32."""
         self.sees[:, self.next_slot] = True
-        output = forward_behind(self.model, self.prefix, tokens[:, None], self.sees[:, None], self.positions,
-                                self.cache)
+        output = forward_behind(
+            self.model, self.prefix, tokens[:, None], self.sees[:, None], self.positions, self.cache
+        )
         self.positions, self.next_slot = self.positions + 1, self.next_slot + 1
         self.logits = output.logits[:, -1, :].float()
         return self.logits
@@ -283,8 +317,15 @@ class _WholeContext:
     and ending at the latest slot ([padding | prompt | new tokens]), so that a local or sliding window,
     which counts cache slots, counts positions. `real` (B, S) marks the slots a row attends to."""
 
-    def __init__(self, model, cache: DynamicCache, real: torch.Tensor, positions: torch.Tensor, next_slot: int,
-                 logits: torch.Tensor):
+    def __init__(
+        self,
+        model,
+        cache: DynamicCache,
+        real: torch.Tensor,
+        positions: torch.Tensor,
+        next_slot: int,
+        logits: torch.Tensor,
+    ):
         self.model, self.cache, self.real, self.positions, self.next_slot = model, cache, real, positions, next_slot
         self.logits = logits
         self.prompt_length = 0  # streams: the prompt's length, and its keys and values per layer, for restarts
@@ -297,8 +338,14 @@ class _WholeContext:
         length = ids.shape[1]
         position_ids = (real[:, :length].cumsum(dim=1) - 1).clamp(min=0)  # (U, L)
         cache = DynamicCache()  # full layers: a window is applied by the mask, over contiguous slots
-        output = model(input_ids=ids, attention_mask=real[:, :length], position_ids=position_ids, cache=cache,
-                       use_cache=True, logits_to_keep=1)
+        output = model(
+            input_ids=ids,
+            attention_mask=real[:, :length],
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         context = cls(model, cache, real, position_ids[:, -1:] + 1, length, output.logits[:, -1].float())
         if (rows := _rows_of_prompts(prompts, model.device)) is not None:
             context.keep(rows)
@@ -308,8 +355,9 @@ class _WholeContext:
     def for_streams(cls, model, prompt_ids: list[int], n_streams: int, n_steps: int) -> _WholeContext:
         """The prompt run once, then copied into each of `n_streams` rows, with room for `n_steps` tokens."""
         cache = DynamicCache()
-        output = model(input_ids=torch.tensor([prompt_ids], device=model.device), cache=cache, use_cache=True,
-                       logits_to_keep=1)
+        output = model(
+            input_ids=torch.tensor([prompt_ids], device=model.device), cache=cache, use_cache=True, logits_to_keep=1
+        )
         length = len(prompt_ids)
         real = torch.zeros(n_streams, length + n_steps, dtype=torch.bool, device=model.device)
         real[:, :length] = True
@@ -329,8 +377,13 @@ class _WholeContext:
         """Feed one token per row (B,); returns the next logits (B, V) in float32."""
         self.real[:, self.next_slot] = True
         self.next_slot += 1
-        output = self.model(input_ids=tokens[:, None], attention_mask=self.real[:, :self.next_slot],
-                            position_ids=self.positions, cache=self.cache, use_cache=True)
+        output = self.model(
+            input_ids=tokens[:, None],
+            attention_mask=self.real[:, : self.next_slot],
+            position_ids=self.positions,
+            cache=self.cache,
+            use_cache=True,
+        )
         self.positions = self.positions + 1
         self.logits = output.logits[:, -1, :].float()
         return self.logits
@@ -341,10 +394,10 @@ class _WholeContext:
         of room before them, since the cache began with the prompt) and their older slots are masked."""
         start = self.next_slot - self.prompt_length
         for layer, (keys, values) in zip(self.cache.layers, self.prompt_states):
-            layer.keys[rows, :, start:self.next_slot] = keys.to(layer.keys.dtype)
-            layer.values[rows, :, start:self.next_slot] = values.to(layer.values.dtype)
+            layer.keys[rows, :, start : self.next_slot] = keys.to(layer.keys.dtype)
+            layer.values[rows, :, start : self.next_slot] = values.to(layer.values.dtype)
         self.real[rows] = False
-        self.real[rows, start:self.next_slot] = True
+        self.real[rows, start : self.next_slot] = True
         self.positions[rows] = self.prompt_length
 
 
@@ -368,8 +421,9 @@ def _new_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCache:
     return cache
 
 
-def _update_in_float32(update, key_states: torch.Tensor, value_states: torch.Tensor, *args,
-                       **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+def _update_in_float32(
+    update, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+) -> tuple[torch.Tensor, torch.Tensor]:
     return update(key_states.float(), value_states.float(), *args, **kwargs)
 
 
@@ -407,18 +461,14 @@ def pick_tokens(
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-def _uniforms(
-    generators: list[torch.Generator] | None, batch_size: int, device: torch.device
-) -> torch.Tensor:
+def _uniforms(generators: list[torch.Generator] | None, batch_size: int, device: torch.device) -> torch.Tensor:
     """(B,) uniforms in [0, 1): one draw from each row's generator, or from the global RNG."""
     if generators is None:
         return torch.rand(batch_size, device=device)
     return torch.cat([torch.rand(1, generator=generator) for generator in generators]).to(device)
 
 
-def _continuation_text(
-    tokenizer: PreTrainedTokenizerBase, ids: list[int], stop_strings: tuple[str, ...]
-) -> str:
+def _continuation_text(tokenizer: PreTrainedTokenizerBase, ids: list[int], stop_strings: tuple[str, ...]) -> str:
     """Decoded `ids` without a final eos token, cut before the earliest stop string."""
     if ids and ids[-1] == tokenizer.eos_token_id:
         ids = ids[:-1]

@@ -24,9 +24,15 @@ PACK_TOKENS = 256  # action tokens per packed sequence in scoring (a longer row 
 # than 512 on 2 cores (1,375 tokens behind a 287-token prompt), since a pack's tokens attend to each other
 
 
-def score_actions(model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor,
-                  temperature: float, value_head: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                  pack_tokens: int = PACK_TOKENS) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def score_actions(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    action_ids: torch.Tensor,
+    mask: torch.Tensor,
+    temperature: float,
+    value_head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    pack_tokens: int = PACK_TOKENS,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Log-probs, values V(s_t) and entropies of right-padded actions (B, T) after the shared prompt (P,),
     each (B, T), 0 at padding. Log-probs and entropies are those of the sampling distribution (logits divided
     by `temperature`), so the entropy bonus and metric are at that temperature too. `value_head` maps the last
@@ -34,8 +40,9 @@ def score_actions(model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.
     `pack_tokens`: about how many action tokens a pack holds on the packed path."""
     real = mask.bool()  # (B, T)
     if attention_paths(model).fast:
-        logits, hidden, source = _packed_states(model, prompt_ids, action_ids, real, value_head is not None,
-                                                pack_tokens)
+        logits, hidden, source = _packed_states(
+            model, prompt_ids, action_ids, real, value_head is not None, pack_tokens
+        )
     else:
         logits, hidden, source = _row_states(model, prompt_ids, action_ids, real, value_head is not None)
     targets = torch.zeros(len(logits), dtype=torch.long, device=mask.device)  # (N,): what each state predicts
@@ -47,8 +54,9 @@ def score_actions(model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.
     return logprobs, values[0] if values else None, entropies
 
 
-def _row_states(model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, real: torch.Tensor,
-                want_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def _row_states(
+    model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, real: torch.Tensor, want_hidden: bool
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """The logits (N, V) and last hidden states (N, H) before the N real actions, in row-major order, and
     the (B, T) index of each action's state: one forward over every row's [prompt | actions], right-padded.
     The LM head runs at those N states only (a boolean `logits_to_keep`)."""
@@ -56,16 +64,27 @@ def _row_states(model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Te
     ids = torch.cat([prompt_ids.expand(batch, -1), action_ids], dim=1)  # (B, P + T)
     attention = torch.cat([real.new_ones(batch, prompt_length), real], dim=1)  # (B, P + T)
     before = torch.zeros_like(attention)  # (B, P + T): the state at p predicts the token at p + 1
-    before[:, prompt_length - 1:-1] = real
-    output = model(input_ids=ids, attention_mask=attention, use_cache=False, output_hidden_states=want_hidden,
-                   logits_to_keep=before)
+    before[:, prompt_length - 1 : -1] = real
+    output = model(
+        input_ids=ids,
+        attention_mask=attention,
+        use_cache=False,
+        output_hidden_states=want_hidden,
+        logits_to_keep=before,
+    )
     source = torch.zeros(real.shape, dtype=torch.long, device=real.device)
     source[real] = torch.arange(int(real.sum()), device=real.device)
     return output.logits, output.hidden_states[-1][before] if want_hidden else None, source
 
 
-def _packed_states(model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, real: torch.Tensor,
-                   want_hidden: bool, pack_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def _packed_states(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    action_ids: torch.Tensor,
+    real: torch.Tensor,
+    want_hidden: bool,
+    pack_tokens: int,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """The logits (N, V) and last hidden states (N, H) before the actions, and the (B, T) index of each
     action's state. The prompt runs once, at batch 1; the rows' actions run behind it in packs of about
     `pack_tokens` tokens, each token attending to the prompt and to its own row's earlier actions only. The
@@ -82,22 +101,35 @@ def _packed_states(model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch
     if feeds.any():
         counts = (lengths - 1).clamp(min=0)  # (B,) fed tokens per row
         fed = counts.tolist()
-        row_packs, row_offsets = (torch.tensor(column, device=real.device)  # (B,) each
-                                  for column in pack_rows(fed, balanced_budget(fed, pack_tokens)))
+        row_packs, row_offsets = (
+            torch.tensor(column, device=real.device)  # (B,) each
+            for column in pack_rows(fed, balanced_budget(fed, pack_tokens))
+        )
         n_packs, pack_length = int(row_packs[-1]) + 1, int((row_offsets + counts).max())
         positions = feeds.long().cumsum(dim=1)[feeds] - 1  # (Q,): each fed token's place in its row
         segments = torch.arange(batch, device=real.device).repeat_interleave(counts)  # (Q,)
         slots = (row_packs * pack_length + row_offsets)[segments] + positions  # (Q,) in G * L
-        packed = {name: torch.full((n_packs * pack_length,), fill, dtype=torch.long, device=real.device)
-                  .index_put_((slots,), values).view(n_packs, pack_length)
-                  for name, fill, values in (("ids", 0, action_ids[feeds]), ("positions", 0, positions),
-                                             ("segments", -1, segments))}
+        packed = {
+            name: torch.full((n_packs * pack_length,), fill, dtype=torch.long, device=real.device)
+            .index_put_((slots,), values)
+            .view(n_packs, pack_length)
+            for name, fill, values in (
+                ("ids", 0, action_ids[feeds]),
+                ("positions", 0, positions),
+                ("segments", -1, segments),
+            )
+        }
         cache = prompt.cache
         cache.reorder_cache(torch.zeros(n_packs, dtype=torch.long, device=real.device))  # the prompt per pack
-        rows = model(input_ids=packed["ids"], cache=cache, position_ids=len(prompt_ids) + packed["positions"],
-                     output_hidden_states=want_hidden,
-                     attention_mask=packed_attention_mask(packed["segments"], packed["positions"], len(prompt_ids),
-                                                          model.config))
+        rows = model(
+            input_ids=packed["ids"],
+            cache=cache,
+            position_ids=len(prompt_ids) + packed["positions"],
+            output_hidden_states=want_hidden,
+            attention_mask=packed_attention_mask(
+                packed["segments"], packed["positions"], len(prompt_ids), model.config
+            ),
+        )
         logits.append(rows.logits.flatten(0, 1)[slots])  # (Q, V)
         if want_hidden:
             hidden.append(rows.hidden_states[-1].flatten(0, 1)[slots])  # (Q, H)

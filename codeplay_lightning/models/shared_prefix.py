@@ -36,15 +36,24 @@ def run_prefix(model: PreTrainedModel, prefix_ids: list[int]) -> tuple[SharedPre
     """The prefix's keys and values, kept in float32 (the attention's dtype), and the logits (V,) in
     float32 after its last token."""
     cache = DynamicCache(config=model.config)
-    output = model(input_ids=torch.tensor([prefix_ids], device=model.device), cache=cache, use_cache=True,
-                   logits_to_keep=1)
-    prefix = SharedPrefix(tuple(layer.keys[0].float() for layer in cache.layers),
-                          tuple(layer.values[0].float() for layer in cache.layers))
+    output = model(
+        input_ids=torch.tensor([prefix_ids], device=model.device), cache=cache, use_cache=True, logits_to_keep=1
+    )
+    prefix = SharedPrefix(
+        tuple(layer.keys[0].float() for layer in cache.layers), tuple(layer.values[0].float() for layer in cache.layers)
+    )
     return prefix, output.logits[0, -1].float()
 
 
-def forward_behind(model: PreTrainedModel, prefix: SharedPrefix | None, input_ids: torch.Tensor,
-                   sees_own: torch.Tensor, position_ids: torch.Tensor, cache, logits_to_keep: int = 0):
+def forward_behind(
+    model: PreTrainedModel,
+    prefix: SharedPrefix | None,
+    input_ids: torch.Tensor,
+    sees_own: torch.Tensor,
+    position_ids: torch.Tensor,
+    cache,
+    logits_to_keep: int = 0,
+):
     """The model's forward on `input_ids` (B, q) behind `prefix` (None: no prefix), with `cache` holding
     the rows' own tokens only. `sees_own` (B, q, S) is True where a query sees a slot of the row's own
     cache (after this step's tokens are written); every query sees the whole prefix. A query must see
@@ -53,9 +62,16 @@ def forward_behind(model: PreTrainedModel, prefix: SharedPrefix | None, input_id
     seen = sees_own.any(dim=0).any(dim=0)  # (S,)
     own_slots = int(seen.nonzero()[-1]) + 1
     with _attention(model):
-        return model(input_ids=input_ids, attention_mask=sees_own[:, None], position_ids=position_ids,
-                     cache=cache, use_cache=True, logits_to_keep=logits_to_keep, shared_prefix=prefix,
-                     own_slots=own_slots)
+        return model(
+            input_ids=input_ids,
+            attention_mask=sees_own[:, None],
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=logits_to_keep,
+            shared_prefix=prefix,
+            own_slots=own_slots,
+        )
 
 
 @contextmanager
@@ -70,10 +86,18 @@ def _attention(model: PreTrainedModel):
         model.config._attn_implementation = previous
 
 
-def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                            attention_mask: torch.Tensor, scaling: float, dropout: float = 0.0,
-                            shared_prefix: SharedPrefix | None = None, own_slots: int | None = None,
-                            **kwargs) -> tuple[torch.Tensor, None]:
+def shared_prefix_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    scaling: float,
+    dropout: float = 0.0,
+    shared_prefix: SharedPrefix | None = None,
+    own_slots: int | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """query (B, H, q, D); key and value (B, H_kv, S, D): the rows' own cache; attention_mask (B, 1, q, S)
     boolean; only the first `own_slots` slots (None: all) are read, no query sees past them. Returns
     (B, q, H, D). Scores and softmax in float32 (as SDPA accumulates), autocast off."""
@@ -93,9 +117,9 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
             across = grouped.transpose(0, 1).reshape(kv_heads, batch * rows, dim)  # (H_kv, B G q, D): one product
             prefix_scores = (across @ prefix_keys.transpose(1, 2)).view(kv_heads, batch, rows, -1).transpose(0, 1)
             weights = torch.cat([prefix_scores, own_scores], dim=-1).mul(scaling).softmax(-1)  # (B, H_kv, G q, P + S)
-            prefix_weights = weights[..., :shared_prefix.length].transpose(0, 1).reshape(kv_heads, batch * rows, -1)
+            prefix_weights = weights[..., : shared_prefix.length].transpose(0, 1).reshape(kv_heads, batch * rows, -1)
             from_prefix = (prefix_weights @ prefix_values).view(kv_heads, batch, rows, dim).transpose(0, 1)
-            output = from_prefix + weights[..., shared_prefix.length:] @ value.float()  # (B, H_kv, G q, D)
+            output = from_prefix + weights[..., shared_prefix.length :] @ value.float()  # (B, H_kv, G q, D)
     # (B, H_kv, G q, D) -> (B, q, H, D), what an attention function returns
     output = output.reshape(batch, heads, length, dim).transpose(1, 2).contiguous().to(query.dtype)
     return output, None

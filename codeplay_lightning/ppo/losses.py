@@ -43,8 +43,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor | None
     return masked_sum(x, mask) / count
 
 
-def masked_moments(x: torch.Tensor, mask: torch.Tensor,
-                   sum_over_ranks: SumOverRanks = one_process) -> tuple[torch.Tensor, torch.Tensor]:
+def masked_moments(
+    x: torch.Tensor, mask: torch.Tensor, sum_over_ranks: SumOverRanks = one_process
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean, unbiased variance) of x over the real tokens of every rank's batch, each a scalar. Two passes
     (the mean, then the squared deviations from it), not sum and sum of squares: no cancellation. With
     fewer than 2 real tokens in all, the variance is 0."""
@@ -54,8 +55,9 @@ def masked_moments(x: torch.Tensor, mask: torch.Tensor,
     return mean, variance
 
 
-def logprobs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor,
-                         temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def logprobs_and_entropy(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(logits / temperature) at `tokens`, and the entropy -sum_v p_v log p_v of that softmax.
     Score at the sampling temperature, or PPO's ratio is wrong.
 
@@ -140,8 +142,9 @@ def whiten(values: torch.Tensor, mask: torch.Tensor, sum_over_ranks: SumOverRank
     return torch.where(mask.bool(), whitened, 0.0)
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-                       sum_over_ranks: SumOverRanks = one_process) -> torch.Tensor:
+def explained_variance(
+    values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, sum_over_ranks: SumOverRanks = one_process
+) -> torch.Tensor:
     """1 - Var[returns - values] / Var[returns] over all real tokens of every rank's batch, a scalar: 1 when
     the value head predicts the returns exactly, 0 when it does no better than their mean, negative when
     worse. NaN when the returns do not vary (nothing to explain)."""

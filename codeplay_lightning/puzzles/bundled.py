@@ -65,15 +65,9 @@ def _parse_block(lines: list[str], start: int, end: int, origin: str) -> Puzzle:
         raise ValueError(f"{origin} line {start + 1 + (error.lineno or 0)}: {error.msg}") from None
     except UNPARSABLE:
         raise ValueError(f"{origin} line {start + 1}: nested too deeply to parse, or holds a null byte") from None
-    names = [
-        node.name if isinstance(node, ast.FunctionDef) and not node.decorator_list else None
-        for node in tree.body
-    ]
+    names = [node.name if isinstance(node, ast.FunctionDef) and not node.decorator_list else None for node in tree.body]
     if len(names) < 2 or names[0] != "f" or any(name != "g" for name in names[1:]):
-        raise ValueError(
-            f"{origin} line {start + 1}: a block holds one 'def f' then one or more 'def g', "
-            "nothing else"
-        )
+        raise ValueError(f"{origin} line {start + 1}: a block holds one 'def f' then one or more 'def g', nothing else")
     f, *solutions = ("\n".join(body[node.lineno - 1 : node.end_lineno]) for node in tree.body)
     return Puzzle(fields["name"], f, tuple(solutions), ans_type=fields["type"], tags=tags)
 

@@ -69,9 +69,7 @@ def _to_puzzle(entry: Any, where: str) -> Puzzle:
     if not isinstance(bodies, list) or not all(isinstance(body, str) for body in bodies):
         raise ValueError(f"{where}: field 'sol_bodies' must be a list of strings")
     f = _rename_def(entry["sat"], "sat", "f", where)
-    solutions = tuple(
-        _rename_def(entry["sol_header"] + "\n" + body, "sol", "g", where) for body in bodies
-    )
+    solutions = tuple(_rename_def(entry["sol_header"] + "\n" + body, "sol", "g", where) for body in bodies)
     return Puzzle(name=entry["name"], f=f, solutions=solutions, ans_type=entry["ans_type"])
 
 

@@ -29,8 +29,9 @@ def check_puzzle(text: str, name: str = "") -> PuzzleCheck:
     try:
         annotation = answer_annotation(text)
         if annotation is None:
-            raise ValueError("f's answer has no type annotation (the judge checks bool, int, float, str "
-                             "and List[...] of them)")
+            raise ValueError(
+                "f's answer has no type annotation (the judge checks bool, int, float, str and List[...] of them)"
+            )
         parse_answer_type(annotation)
     except ValueError as error:
         return PuzzleCheck(False, str(error), None)

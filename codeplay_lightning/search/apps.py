@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from codeplay_lightning.execution import Program, Sandbox, Verdict
-from codeplay_lightning.search.tasks import DescribedTask, Evaluation, describe_wrong_result
+from codeplay_lightning.search.tasks import DescribedTask, Feedback, describe_wrong_result
 
 EXAMPLE_CHARS = 2000  # per part of a failing example: APPS inputs can run to megabytes
 
@@ -45,7 +45,9 @@ def report(error):
 
 # Byte-backed streams, so that `sys.stdin.buffer` and `sys.stdout.buffer` work as on a judge. There is
 # no site module in the sandbox, hence no builtin exit(): the program gets sys.exit under that name.
-_STDIO_HARNESS = _HARNESS_HEAD + '''
+_STDIO_HARNESS = (
+    _HARNESS_HEAD
+    + """
 
 def g():
     stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
@@ -62,11 +64,14 @@ def g():
         sys.stdin = saved_stdin
     stdout.flush()
     return stdout.buffer.getvalue().decode(errors="replace")
-'''
+"""
+)
 
 # Not run as __main__, so that a demo under `if __name__ == "__main__":` stays out of the way. The
 # typing names come first, as on LeetCode, whose starter code uses List without importing it.
-_CALL_HARNESS = _HARNESS_HEAD + '''
+_CALL_HARNESS = (
+    _HARNESS_HEAD
+    + """
 
 def g():
     namespace = {"__name__": "solution"}
@@ -85,7 +90,8 @@ def g():
     except Exception as error:
         report(error)
         raise
-'''
+"""
+)
 
 _STDIO_CHECK = '''
 
@@ -105,14 +111,14 @@ def f(x):
 '''
 
 # APPS stores most expected return values wrapped in a one-element list.
-_CALL_CHECK = '''
+_CALL_CHECK = """
 
 def f(x):
     if x == EXPECTED or [x] == EXPECTED:
         return True
     print(repr(x))
     return False
-'''
+"""
 
 
 class AppsTask(DescribedTask):
@@ -150,32 +156,36 @@ class AppsTask(DescribedTask):
             f = f"EXPECTED = {expected!r}\n{_CALL_CHECK}"
         return Program(f=f, g=g, name=f"{self.name}:{index}")  # f has no annotation: no answer type check
 
-    def evaluate(self, program: str) -> Evaluation:
+    def evaluate(self, program: str) -> Feedback:
         """Every test in one sandbox call, so that the wardens run them in parallel. Only a program
         that does not compile is buggy, as in the GIF-MCTS authors' APPS simulator: an error or a
         timeout on some tests depends on the input, and the program keeps the score of the rest."""
         try:
             compile(program, "<solution>", "exec", dont_inherit=True)  # compiling runs none of it
         except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-            return Evaluation(0.0, buggy=True, error=f"{type(error).__name__}: {error}")
+            return Feedback(0.0, buggy=True, error=f"{type(error).__name__}: {error}")
         verdicts = self.sandbox.verify([self.test_program(program, index) for index in range(len(self.tests))])
         score = sum(verdict.passed for verdict in verdicts) / len(verdicts)
         failed = [index for index, verdict in enumerate(verdicts) if not verdict.passed]
         if not failed:
-            return Evaluation(score, buggy=False)
+            return Feedback(score, buggy=False)
         if failed[0] < self.visible_tests:
-            return Evaluation(score, buggy=False, failing_example=self.wrong_result(failed[0], verdicts[failed[0]]))
+            return Feedback(score, buggy=False, failing_example=self.wrong_result(failed[0], verdicts[failed[0]]))
         hidden = len(self.tests) - self.visible_tests
-        example = (f"The program passes all {self.visible_tests} tests that can be shown, but fails {len(failed)} "
-                   f"of the {hidden} hidden tests. Look for cases it does not handle yet.")
-        return Evaluation(score, buggy=False, failing_example=example)
+        example = (
+            f"The program passes all {self.visible_tests} tests that can be shown, but fails {len(failed)} "
+            f"of the {hidden} hidden tests. Look for cases it does not handle yet."
+        )
+        return Feedback(score, buggy=False, failing_example=example)
 
     def error_text(self, verdict: Verdict) -> str:
         """A test the program raised on or ran too long for: its traceback as the harness printed it,
         else the sandbox's word."""
         if verdict.status == "timeout":
-            return (f"Timeout: the program ran longer than {self.sandbox.timeout:g} s on a test "
-                    "(an endless loop, or too slow)")
+            return (
+                f"Timeout: the program ran longer than {self.sandbox.timeout:g} s on a test "
+                "(an endless loop, or too slow)"
+            )
         return verdict.output.strip() or verdict.detail
 
     def wrong_result(self, index: int, verdict: Verdict) -> str:
@@ -218,8 +228,9 @@ def _read_tests(spec, where: str) -> tuple[str | None, list[tuple[str | list, ob
             raise ValueError(f"{where}: every input of a call-based problem must be the list of its arguments")
         return fn_name, list(zip(inputs, outputs))
     if not all(_is_text(item) for item in inputs + outputs):
-        raise ValueError(f"{where}: every input and output of a stdin/stdout problem must be text "
-                         "(a string or a list of lines)")
+        raise ValueError(
+            f"{where}: every input and output of a stdin/stdout problem must be text (a string or a list of lines)"
+        )
     return None, [(_text(test_input), _text(expected)) for test_input, expected in zip(inputs, outputs)]
 
 
@@ -235,11 +246,14 @@ def _describe(question: str, starter_code: str, fn_name: str | None) -> str:
     if fn_name is None:
         usage = "Read the input from standard input (stdin) and print the output to standard output (stdout)."
     elif re.search(r"^class Solution\b", starter_code, re.MULTILINE):
-        usage = (f"Write the method `{fn_name}` of `class Solution`: each test calls `Solution().{fn_name}(...)` "
-                 "with its arguments and checks the value it returns.")
+        usage = (
+            f"Write the method `{fn_name}` of `class Solution`: each test calls `Solution().{fn_name}(...)` "
+            "with its arguments and checks the value it returns."
+        )
     else:
-        usage = (f"Write the function `{fn_name}`: each test calls it with its arguments and checks the value "
-                 "it returns.")
+        usage = (
+            f"Write the function `{fn_name}`: each test calls it with its arguments and checks the value it returns."
+        )
     starter = f"\n\nStart from this code:\n```python\n{starter_code.rstrip()}\n```" if starter_code.strip() else ""
     return f"{question.strip()}\n\n{usage}{starter}"
 

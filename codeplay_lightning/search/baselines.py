@@ -14,7 +14,7 @@ import random
 from dataclasses import asdict, dataclass
 
 from codeplay_lightning.search.gif_mcts import SearchResult
-from codeplay_lightning.search.tasks import Evaluation, Task, extract_code, generated_program
+from codeplay_lightning.search.tasks import Feedback, Task, extract_code, generated_program
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Candidate:
     program passes every test, beta otherwise (as in the paper's code; REx, Tang et al. 2024)."""
 
     program: str
-    evaluation: Evaluation
+    evaluation: Feedback
     alpha: float
     beta: float
 
@@ -88,8 +88,14 @@ class WorldCoder:
         return SearchResult(best.program, best.evaluation.score, self.calls, self.solved_at)
 
     def to_json(self) -> str:
-        return json.dumps({"method": "worldcoder", "calls": self.calls, "solved_at": self.solved_at,
-                           "candidates": [asdict(candidate) for candidate in self.candidates]})
+        return json.dumps(
+            {
+                "method": "worldcoder",
+                "calls": self.calls,
+                "solved_at": self.solved_at,
+                "candidates": [asdict(candidate) for candidate in self.candidates],
+            }
+        )
 
 
 class PlainSampling:
@@ -100,7 +106,7 @@ class PlainSampling:
             raise ValueError(f"budget must be at least 1, got {budget}")
         self.task, self.budget = task, budget
         self.programs: list[str] = []
-        self.evaluations: list[Evaluation] = []
+        self.evaluations: list[Feedback] = []
 
     @property
     def calls(self) -> int:
@@ -125,6 +131,13 @@ class PlainSampling:
         return SearchResult(self.programs[best], scores[best], self.calls, solved_at)
 
     def to_json(self) -> str:
-        return json.dumps({"method": "sample", "calls": self.calls,
-                           "samples": [{"program": program, **asdict(evaluation)}
-                                       for program, evaluation in zip(self.programs, self.evaluations)]})
+        return json.dumps(
+            {
+                "method": "sample",
+                "calls": self.calls,
+                "samples": [
+                    {"program": program, **asdict(evaluation)}
+                    for program, evaluation in zip(self.programs, self.evaluations)
+                ],
+            }
+        )

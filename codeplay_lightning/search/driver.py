@@ -46,8 +46,9 @@ def make_search(method: str, task: Task, budget: int, seed: int = 0) -> Search:
     raise ValueError(f"unknown search method {method!r}; choose one of {', '.join(METHODS)}")
 
 
-def run_searches(searches: Sequence[Search], llm: LLM,
-                 on_round: Callable[[Sequence[Search]], None] | None = None) -> list[SearchResult]:
+def run_searches(
+    searches: Sequence[Search], llm: LLM, on_round: Callable[[Sequence[Search]], None] | None = None
+) -> list[SearchResult]:
     """Run every search to its end; `on_round(searches)` after each round (for progress)."""
     while requests := [(search, search.prompts()) for search in searches if not search.finished]:
         completions = iter(llm.complete([prompt for _, prompts in requests for prompt in prompts]))

@@ -90,11 +90,23 @@ class Node:
         return self.value
 
     def to_dict(self) -> dict:
-        return {"action": self.action, "state": self.state, "rollout": self.rollout, "program": self.program,
-                "score": self.score, "value": self.value, "visits": self.visits, "buggy": self.buggy,
-                "error": self.error, "failing_example": self.failing_example, "fix_depth": self.fix_depth,
-                "temp_value": self.temp_value, "value_sum": self.value_sum, "value_count": self.value_count,
-                "children": [child.to_dict() for child in self.children]}
+        return {
+            "action": self.action,
+            "state": self.state,
+            "rollout": self.rollout,
+            "program": self.program,
+            "score": self.score,
+            "value": self.value,
+            "visits": self.visits,
+            "buggy": self.buggy,
+            "error": self.error,
+            "failing_example": self.failing_example,
+            "fix_depth": self.fix_depth,
+            "temp_value": self.temp_value,
+            "value_sum": self.value_sum,
+            "value_count": self.value_count,
+            "children": [child.to_dict() for child in self.children],
+        }
 
     def walk(self):
         yield self
@@ -247,8 +259,10 @@ class GifMcts:
         error = prediction - target
         grad_log_w_global = error * w_global * (v_global - prediction) / total  # d loss / d log w_G
         grad_log_w_local = error * w_local * (v_local - prediction) / total
-        self.weights[action] = [w_global * math.exp(-self.config.weight_lr * grad_log_w_global),
-                                w_local * math.exp(-self.config.weight_lr * grad_log_w_local)]
+        self.weights[action] = [
+            w_global * math.exp(-self.config.weight_lr * grad_log_w_global),
+            w_local * math.exp(-self.config.weight_lr * grad_log_w_local),
+        ]
 
     # ------------------------------------------------------------------ expansion and backpropagation
 
@@ -259,17 +273,25 @@ class GifMcts:
             return self.task.improve_prompt(node.program, node.failing_example or "")
         return self.task.fix_prompt(node.program, node.error)  # full program + error (fig. 5)
 
-    def expand(self, node: Node, action: str, completion: str,
-               estimate: tuple[float, float | None] | None = None) -> Node:
+    def expand(
+        self, node: Node, action: str, completion: str, estimate: tuple[float, float | None] | None = None
+    ) -> Node:
         """The child that `completion` (the LLM's answer to `prompt(node, action)`) makes."""
         self.calls += 1
         program = generated_program(node.state, completion) if action == GENERATE else extract_code(completion)
         evaluation = self.task.evaluate(program)
         state_lines = len(node.state.splitlines(keepends=True)) + self.config.new_lines
         state, rollout = split_program(program, state_lines)
-        child = Node(action, state, rollout, score=evaluation.score, buggy=evaluation.buggy,
-                     error=evaluation.error, failing_example=evaluation.failing_example,
-                     fix_depth=node.fix_depth + 1 if action == FIX else 0)
+        child = Node(
+            action,
+            state,
+            rollout,
+            score=evaluation.score,
+            buggy=evaluation.buggy,
+            error=evaluation.error,
+            failing_example=evaluation.failing_example,
+            fix_depth=node.fix_depth + 1 if action == FIX else 0,
+        )
         node.children.append(child)  # the parent's action of this type stays open: progressive widening
         if child.buggy:
             # 0.99, decreasing linearly to 0 after f failed fixes (app. A); shared by the whole chain
@@ -309,5 +331,12 @@ class GifMcts:
 
     def to_json(self) -> str:
         """The search as a record: its counts, the fitted w_G / w_L and the whole tree."""
-        return json.dumps({"method": "gif-mcts", "calls": self.calls, "solved_at": self.solved_at,
-                           "weights": self.weights, "root": self.root.to_dict()})
+        return json.dumps(
+            {
+                "method": "gif-mcts",
+                "calls": self.calls,
+                "solved_at": self.solved_at,
+                "weights": self.weights,
+                "root": self.root.to_dict(),
+            }
+        )

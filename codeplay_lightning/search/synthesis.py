@@ -64,12 +64,20 @@ class Summary:
 
     def rows(self) -> list[tuple[str, str]]:
         """The headline numbers as (label, value), for the terminal and summary.md."""
-        return [("method", self.method), ("llm", self.llm), ("budget", f"{self.budget} LLM calls per task"),
-                ("tasks", str(self.tasks)), ("solved (score 1)", f"{self.solved} ({self.solved_percent:.1f}%)"),
-                ("mean best score", f"{self.mean_score:.3f}"), ("mean calls", f"{self.mean_calls:.1f}"),
-                ("LLM calls", str(self.llm_calls)), ("prompt tokens", str(self.prompt_tokens)),
-                ("completion tokens", str(self.completion_tokens)), ("LLM seconds", f"{self.llm_seconds:.1f}"),
-                ("wall seconds", f"{self.wall_seconds:.1f}")]
+        return [
+            ("method", self.method),
+            ("llm", self.llm),
+            ("budget", f"{self.budget} LLM calls per task"),
+            ("tasks", str(self.tasks)),
+            ("solved (score 1)", f"{self.solved} ({self.solved_percent:.1f}%)"),
+            ("mean best score", f"{self.mean_score:.3f}"),
+            ("mean calls", f"{self.mean_calls:.1f}"),
+            ("LLM calls", str(self.llm_calls)),
+            ("prompt tokens", str(self.prompt_tokens)),
+            ("completion tokens", str(self.completion_tokens)),
+            ("LLM seconds", f"{self.llm_seconds:.1f}"),
+            ("wall seconds", f"{self.wall_seconds:.1f}"),
+        ]
 
 
 def load_tasks(kind: str, path: str, sandbox: Sandbox) -> dict[str, Task]:
@@ -99,17 +107,26 @@ def distinct_puzzles(path: str | Path) -> list[Puzzle]:
     return list(puzzles.values())
 
 
-def synthesize(tasks: dict[str, Task], llm: LLM, config: SynthesisConfig, out: Path, *, llm_spec: str,
-               arguments: dict | None = None,
-               on_progress: Callable[[int, int, int], None] | None = None) -> Summary:
+def synthesize(
+    tasks: dict[str, Task],
+    llm: LLM,
+    config: SynthesisConfig,
+    out: Path,
+    *,
+    llm_spec: str,
+    arguments: dict | None = None,
+    on_progress: Callable[[int, int, int], None] | None = None,
+) -> Summary:
     """Search every task with `config.method` within `config.budget` LLM calls, all searches' calls
     batched per round; writes `out/tasks/<index>_<name>.json` per task (replacing an earlier run's) and
     `out/summary.json` / `out/summary.md` (with a row per task). `on_progress(finished tasks, tasks, LLM calls)`
     after each round."""
     if not tasks:
         raise ValueError("no tasks to synthesize")
-    searches = [make_search(config.method, task, config.budget, seed=config.seed + index)
-                for index, task in enumerate(tasks.values())]
+    searches = [
+        make_search(config.method, task, config.budget, seed=config.seed + index)
+        for index, task in enumerate(tasks.values())
+    ]
     usage_before = replace(llm.usage)  # the LLM may have been used before: count this run only
     started = time.perf_counter()
     task_dir = out / "tasks"
@@ -122,8 +139,9 @@ def synthesize(tasks: dict[str, Task], llm: LLM, config: SynthesisConfig, out: P
         """Each task's file as soon as its search ends: an interrupted run keeps the finished tasks."""
         for index, (name, search) in enumerate(zip(tasks, searches)):
             if search.finished and index not in written:
-                written[index] = write_task(out, f"tasks/{index:04d}_{safe_name(name)}.json", name,
-                                            config.method, search)
+                written[index] = write_task(
+                    out, f"tasks/{index:04d}_{safe_name(name)}.json", name, config.method, search
+                )
         if on_progress is not None:
             on_progress(len(written), len(searches), llm.usage.calls - usage_before.calls)
 
@@ -132,15 +150,22 @@ def synthesize(tasks: dict[str, Task], llm: LLM, config: SynthesisConfig, out: P
 
     solved = sum(outcome.strict for outcome in outcomes)
     summary = Summary(
-        method=config.method, llm=llm_spec, budget=config.budget, tasks=len(outcomes), solved=solved,
+        method=config.method,
+        llm=llm_spec,
+        budget=config.budget,
+        tasks=len(outcomes),
+        solved=solved,
         solved_percent=100 * solved / len(outcomes),
         mean_score=sum(outcome.score for outcome in outcomes) / len(outcomes),
         mean_calls=sum(outcome.calls for outcome in outcomes) / len(outcomes),
         llm_calls=llm.usage.calls - usage_before.calls,
         prompt_tokens=llm.usage.prompt_tokens - usage_before.prompt_tokens,
         completion_tokens=llm.usage.completion_tokens - usage_before.completion_tokens,
-        llm_seconds=llm.usage.seconds - usage_before.seconds, wall_seconds=time.perf_counter() - started,
-        arguments=arguments or {}, outcomes=outcomes)
+        llm_seconds=llm.usage.seconds - usage_before.seconds,
+        wall_seconds=time.perf_counter() - started,
+        arguments=arguments or {},
+        outcomes=outcomes,
+    )
     (out / "summary.json").write_text(json.dumps(asdict(summary), indent=1) + "\n")
     (out / "summary.md").write_text(summary_markdown(summary))
     return summary
@@ -149,9 +174,16 @@ def synthesize(tasks: dict[str, Task], llm: LLM, config: SynthesisConfig, out: P
 def write_task(out: Path, file: str, name: str, method: str, search: Search) -> TaskOutcome:
     result = search.result()
     outcome = TaskOutcome(name, file, result.score, result.score == 1.0, result.calls, result.solved_at)
-    record = {"name": name, "method": method, "program": result.program, "score": result.score,
-              "strict": outcome.strict, "calls": result.calls, "solved_at": result.solved_at,
-              "search": json.loads(search.to_json())}
+    record = {
+        "name": name,
+        "method": method,
+        "program": result.program,
+        "score": result.score,
+        "strict": outcome.strict,
+        "calls": result.calls,
+        "solved_at": result.solved_at,
+        "search": json.loads(search.to_json()),
+    }
     (out / file).write_text(json.dumps(record, indent=1) + "\n")
     return outcome
 
@@ -164,8 +196,18 @@ def safe_name(name: str) -> str:
 def summary_markdown(summary: Summary) -> str:
     lines = [f"# Code synthesis: {summary.method}, {summary.tasks} tasks", "", "| | |", "|---|---|"]
     lines += [f"| {label} | {value} |" for label, value in summary.rows()]
-    lines += ["", f"Arguments: `{json.dumps(summary.arguments)}`", "", "## Tasks", "",
-              "| task | best score | strict | calls | solved at | file |", "|---|---|---|---|---|---|"]
-    lines += [f"| {o.name} | {o.score:.3f} | {'yes' if o.strict else 'no'} | {o.calls} | "
-              f"{'-' if o.solved_at is None else o.solved_at} | {o.file} |" for o in summary.outcomes]
+    lines += [
+        "",
+        f"Arguments: `{json.dumps(summary.arguments)}`",
+        "",
+        "## Tasks",
+        "",
+        "| task | best score | strict | calls | solved at | file |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {o.name} | {o.score:.3f} | {'yes' if o.strict else 'no'} | {o.calls} | "
+        f"{'-' if o.solved_at is None else o.solved_at} | {o.file} |"
+        for o in summary.outcomes
+    ]
     return "\n".join(lines) + "\n"

@@ -39,21 +39,29 @@ def evaluate_setter(texts: Sequence[str], solver: Solver) -> tuple[dict, list[di
     judged = judge_puzzles(texts, solver)
     distances = novelty_distances(texts, NoveltyArchive(embedder.get_embedding_dimension()), embedder)
     scored = reward_puzzles(texts, judged, distances, reference_distance, reward)
-    rows = [{"f": p.text, "valid": p.valid, "reason": p.reason, "solved": p.passes > 0, "r_n": p.r_novelty}
-            for p in scored]
-    summary = setter_summary(texts, [p.valid for p in scored], [p.passes > 0 for p in scored if p.valid],
-                             [p.r_novelty for p in scored])
+    rows = [
+        {"f": p.text, "valid": p.valid, "reason": p.reason, "solved": p.passes > 0, "r_n": p.r_novelty} for p in scored
+    ]
+    summary = setter_summary(
+        texts, [p.valid for p in scored], [p.passes > 0 for p in scored if p.valid], [p.r_novelty for p in scored]
+    )
     return summary, rows
 
 
-def setter_summary(texts: Sequence[str], valid: Sequence[bool], solved: Sequence[bool],
-                   novelty: Sequence[float]) -> dict:
+def setter_summary(
+    texts: Sequence[str], valid: Sequence[bool], solved: Sequence[bool], novelty: Sequence[float]
+) -> dict:
     """Shares of the N sampled puzzles that are valid, solved (of all N) and distinct (valid ones whose
     whitespace-normalised text is new), and their mean R_n. `solved` is per valid puzzle, in order."""
     if not texts or len(texts) != len(valid) or len(novelty) != len(texts) or len(solved) != sum(valid):
         raise ValueError("setter_summary needs one valid flag and one R_n per text, one solved flag per valid one")
     distinct = {" ".join(text.split()) for text, ok in zip(texts, valid, strict=True) if ok}
     n = len(texts)
-    return {"puzzles": n, "valid": sum(valid) / n, "solved": sum(solved) / n,
-            "solved_of_valid": sum(solved) / sum(valid) if any(valid) else 0.0,
-            "distinct": len(distinct) / n, "mean_r_n": sum(novelty) / n}
+    return {
+        "puzzles": n,
+        "valid": sum(valid) / n,
+        "solved": sum(solved) / n,
+        "solved_of_valid": sum(solved) / sum(valid) if any(valid) else 0.0,
+        "distinct": len(distinct) / n,
+        "mean_r_n": sum(novelty) / n,
+    }

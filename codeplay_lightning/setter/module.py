@@ -38,8 +38,18 @@ class SetterPPOModule(L.LightningModule):
     `rewarded=False` (both reward weights 0: the paper's `none` baseline) skips the PPO pass and never
     steps the optimizer: with no reward, what remains is value-head noise, and the pass is half an iteration."""
 
-    def __init__(self, *, policy: nn.Module, frozen: nn.Module | None, ppo: PPOConfig, temperature: float,
-                 value_hidden: int, detach_value_trunk: bool, identity: dict, rewarded: bool = True):
+    def __init__(
+        self,
+        *,
+        policy: nn.Module,
+        frozen: nn.Module | None,
+        ppo: PPOConfig,
+        temperature: float,
+        value_hidden: int,
+        detach_value_trunk: bool,
+        identity: dict,
+        rewarded: bool = True,
+    ):
         super().__init__()
         attention_paths(policy)  # refuses a model type no test has checked
         self.rewarded = rewarded
@@ -82,8 +92,9 @@ class SetterPPOModule(L.LightningModule):
         gets a copy on this module's device: NCCL, Lightning's backend on CUDA, takes no CPU tensor."""
         return self.trainer.strategy.reduce(tensor.to(self.device, copy=True), reduce_op="sum").to(tensor.device)
 
-    def score(self, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor,
-              model: nn.Module | None = None):
+    def score(
+        self, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor, model: nn.Module | None = None
+    ):
         """Log-probs, values V(s_t) and entropies (B, T) of right-padded actions (B, T) after the shared
         prompt (P,), at the sampling temperature (`score_actions`). `model` (the reference) scores without
         a value head (values None)."""
@@ -102,8 +113,13 @@ class SetterPPOModule(L.LightningModule):
         tokens = self.sum_over_ranks(mask.sum())  # all ranks' real tokens in this minibatch
         self._window_tokens += float(tokens)
         # A minibatch is whole puzzles (sequences), not a token count as in RL4LMs: see docs/training.md
-        self.log_dict({"ppo/minibatch_sequences": float(len(mask)), "ppo/minibatch_tokens": float(mask.sum())},
-                      on_step=False, on_epoch=True, batch_size=1, sync_dist=True)
+        self.log_dict(
+            {"ppo/minibatch_sequences": float(len(mask)), "ppo/minibatch_tokens": float(mask.sum())},
+            on_step=False,
+            on_epoch=True,
+            batch_size=1,
+            sync_dist=True,
+        )
         weight = int(tokens > 0)  # in the iteration's means: 0 if no rank has a token
         if mask.numel() == 0:  # a rank with no puzzle this iteration still steps with the others
             if self.trainer.world_size > 1:  # and joins their metrics' all-reduces (sync_dist), or they hang
@@ -113,16 +129,19 @@ class SetterPPOModule(L.LightningModule):
         # gradient of the mean over all ranks' tokens, each token counting alike whichever rank holds it
         per_rank = tokens / self.trainer.world_size
         logprobs, values, entropies = self.score(batch["prompt_ids"], batch["action_ids"], mask)
-        policy = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range,
-                             tokens=per_rank)
-        v_loss = value_loss(values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value,
-                            tokens=per_rank)
+        policy = policy_loss(
+            logprobs, batch["old_logprobs"], batch["advantages"], mask, self.ppo.clip_range, tokens=per_rank
+        )
+        v_loss = value_loss(
+            values, batch["old_values"], batch["returns"], mask, self.ppo.clip_range_value, tokens=per_rank
+        )
         entropy = masked_mean(entropies, mask, tokens=per_rank)
         loss = policy.pg_loss + self.ppo.value_coef * v_loss
         if self.ppo.entropy_coef:  # a zero bonus would still cost a backward pass over the vocabulary
             loss = loss - self.ppo.entropy_coef * entropy
-        self._log_metrics(dict(zip(METRICS, (policy.pg_loss, v_loss, entropy, policy.approx_kl, policy.clip_frac,
-                                             loss))), weight)
+        self._log_metrics(
+            dict(zip(METRICS, (policy.pg_loss, v_loss, entropy, policy.approx_kl, policy.clip_frac, loss))), weight
+        )
         return loss
 
     def _zero_loss(self) -> torch.Tensor:

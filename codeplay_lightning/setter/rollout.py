@@ -55,17 +55,32 @@ class ScoredPuzzle:
     reward: float
 
 
-def generate_episodes(model, tokenizer, prompt: str, n_envs: int, n_steps: int, temperature: float,
-                      top_p: float, generator: torch.Generator) -> tuple[list[Episode], int]:
+def generate_episodes(
+    model,
+    tokenizer,
+    prompt: str,
+    n_envs: int,
+    n_steps: int,
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator,
+) -> tuple[list[Episode], int]:
     """Finished puzzles from `n_envs` streams of `n_steps` tokens each, and how many were cut.
     Each stream samples from a generator of its own, seeded from `generator`."""
-    stream_generators = [torch.Generator().manual_seed(int(seed)) for seed in
-                         torch.randint(0, 2**62, (n_envs,), generator=generator)]
-    samples = sample_streams(model, tokenizer, prompt, n_steps,
-                             SamplingConfig(n_steps, temperature, top_p, SETTER_STOP), stream_generators)
+    stream_generators = [
+        torch.Generator().manual_seed(int(seed)) for seed in torch.randint(0, 2**62, (n_envs,), generator=generator)
+    ]
+    samples = sample_streams(
+        model, tokenizer, prompt, n_steps, SamplingConfig(n_steps, temperature, top_p, SETTER_STOP), stream_generators
+    )
     # a newline the token-consistent prompt left to the model is not the puzzle's
-    episodes = [Episode(text.lstrip("\n"), token_ids, logprobs) for text, token_ids, logprobs, finished
-                in zip(samples.texts, samples.token_ids, samples.logprobs, samples.finished) if finished]
+    episodes = [
+        Episode(text.lstrip("\n"), token_ids, logprobs)
+        for text, token_ids, logprobs, finished in zip(
+            samples.texts, samples.token_ids, samples.logprobs, samples.finished
+        )
+        if finished
+    ]
     return episodes, samples.finished.count(False)
 
 
@@ -84,18 +99,33 @@ def novelty_distances(texts: Sequence[str], archive: NoveltyArchive, embedder, g
     archive adds them all (they stay identical) and each rank keeps its own rows' distances."""
     embeddings = embed(embedder, list(texts))  # (N, D)
     all_texts, all_embeddings, offset = (texts, embeddings, 0) if gather is None else gather(texts, embeddings)
-    return archive.score_and_add(list(all_texts), all_embeddings)[offset:offset + len(texts)]
+    return archive.score_and_add(list(all_texts), all_embeddings)[offset : offset + len(texts)]
 
 
-def reward_puzzles(texts: Sequence[str], judged: list[Judged], distances: list[np.ndarray],
-                   reference_distance: float, reward: RewardConfig) -> list[ScoredPuzzle]:
+def reward_puzzles(
+    texts: Sequence[str],
+    judged: list[Judged],
+    distances: list[np.ndarray],
+    reference_distance: float,
+    reward: RewardConfig,
+) -> list[ScoredPuzzle]:
     scored = []
     for text, (check, result), neighbours in zip(texts, judged, distances):
         d = result.difficulty if result is not None else math.inf
         r_d = difficulty_reward(d, check.valid)
         r_n = novelty_reward(neighbours.tolist(), reference_distance)
-        scored.append(ScoredPuzzle(text, check.valid, check.reason or "", result.passes if result else 0, d, r_d,
-                                   r_n, total_reward(r_d, r_n, reward.w_difficulty, reward.w_novelty, reward.combine)))
+        scored.append(
+            ScoredPuzzle(
+                text,
+                check.valid,
+                check.reason or "",
+                result.passes if result else 0,
+                d,
+                r_d,
+                r_n,
+                total_reward(r_d, r_n, reward.w_difficulty, reward.w_novelty, reward.combine),
+            )
+        )
     return scored
 
 
@@ -120,8 +150,10 @@ class PPOBuffer:
     def minibatch(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Rows `rows`, trimmed to their longest sequence, and the shared prompt."""
         length = longest(self.mask[rows])
-        take = {name: getattr(self, name)[rows, :length] for name in
-                ("action_ids", "mask", "old_logprobs", "old_values", "advantages", "returns")}
+        take = {
+            name: getattr(self, name)[rows, :length]
+            for name in ("action_ids", "mask", "old_logprobs", "old_values", "advantages", "returns")
+        }
         return {"prompt_ids": self.prompt_ids, **take}
 
 
@@ -136,14 +168,19 @@ def pad_actions(episodes: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor
     ids = torch.zeros(len(episodes), length, dtype=torch.long)
     mask = torch.zeros(len(episodes), length)
     for row, episode in enumerate(episodes):
-        ids[row, :len(episode.token_ids)] = episode.token_ids
-        mask[row, :len(episode.token_ids)] = 1
+        ids[row, : len(episode.token_ids)] = episode.token_ids
+        mask[row, : len(episode.token_ids)] = 1
     return ids, mask
 
 
-def build_buffer(module: SetterPPOModule, prompt_ids: torch.Tensor, episodes: Sequence[Episode],
-                 scored: list[ScoredPuzzle], config: TrainConfig,
-                 first_epoch: list[torch.Tensor]) -> tuple[PPOBuffer, dict[str, float]]:
+def build_buffer(
+    module: SetterPPOModule,
+    prompt_ids: torch.Tensor,
+    episodes: Sequence[Episode],
+    scored: list[ScoredPuzzle],
+    config: TrainConfig,
+    first_epoch: list[torch.Tensor],
+) -> tuple[PPOBuffer, dict[str, float]]:
     """The iteration's PPO buffer, and the metrics to log: `ppo/kl_ref` (this rank's) and
     `ppo/explained_variance` (of the old values, over every rank's tokens). Every rank must call it.
 
@@ -161,8 +198,9 @@ def build_buffer(module: SetterPPOModule, prompt_ids: torch.Tensor, episodes: Se
     zeros = torch.zeros_like(mask)
     if not module.rewarded:
         return PPOBuffer(prompt_ids, action_ids, mask, zeros, zeros, zeros, zeros, first_epoch), {"ppo/kl_ref": 0.0}
-    logprobs, values, reference = _old_logprobs_and_values(module, prompt_ids, action_ids, mask, first_epoch,
-                                                           with_reference=ppo.kl_coef != 0)
+    logprobs, values, reference = _old_logprobs_and_values(
+        module, prompt_ids, action_ids, mask, first_epoch, with_reference=ppo.kl_coef != 0
+    )
     advantages, returns = zeros, zeros  # every stream's puzzle was cut: the iteration trains on nothing
     if episodes:
         scores = torch.tensor([puzzle.reward for puzzle in scored], dtype=torch.float32)
@@ -170,9 +208,11 @@ def build_buffer(module: SetterPPOModule, prompt_ids: torch.Tensor, episodes: Se
         advantages, returns = gae(rewards, values, mask, ppo.gamma, ppo.lam)
     if ppo.whiten_advantages:
         advantages = whiten(advantages, mask, sum_over_ranks=module.sum_over_ranks)
-    metrics = {"ppo/kl_ref": float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask)),
-               "ppo/explained_variance": float(explained_variance(values, returns, mask, module.sum_over_ranks)),
-               "rollout/sampler_logprob_gap": sampler_logprob_gap(episodes, logprobs, mask)}
+    metrics = {
+        "ppo/kl_ref": float(masked_mean(kl_penalty(logprobs, reference, ppo.kl_estimator), mask)),
+        "ppo/explained_variance": float(explained_variance(values, returns, mask, module.sum_over_ranks)),
+        "rollout/sampler_logprob_gap": sampler_logprob_gap(episodes, logprobs, mask),
+    }
     return PPOBuffer(prompt_ids, action_ids, mask, logprobs, values, advantages, returns, first_epoch), metrics
 
 
@@ -182,13 +222,18 @@ def sampler_logprob_gap(episodes: Sequence[Episode], logprobs: torch.Tensor, mas
     the prompt, or a window counted in the wrong slots, shows as nats."""
     behaviour = torch.zeros_like(logprobs)  # (N, T)
     for row, episode in enumerate(episodes):
-        behaviour[row, :len(episode.logprobs)] = episode.logprobs
+        behaviour[row, : len(episode.logprobs)] = episode.logprobs
     return float(masked_mean((logprobs - behaviour).abs(), mask))
 
 
-def _old_logprobs_and_values(module: SetterPPOModule, prompt_ids: torch.Tensor, action_ids: torch.Tensor,
-                             mask: torch.Tensor, minibatches: list[torch.Tensor],
-                             with_reference: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _old_logprobs_and_values(
+    module: SetterPPOModule,
+    prompt_ids: torch.Tensor,
+    action_ids: torch.Tensor,
+    mask: torch.Tensor,
+    minibatches: list[torch.Tensor],
+    with_reference: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probs, values and the reference's log-probs, each (N, T) and 0 at padding, scored minibatch by
     minibatch on the inputs `PPOBuffer.minibatch` will give training. Without a reference (no KL penalty),
     the policy's own log-probs stand for it."""

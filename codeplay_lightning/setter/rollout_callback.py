@@ -65,8 +65,19 @@ class RolloutCallback(L.Callback):
     `solver_model` is a local Solver LM of its own, moved to the trainer's device (None when the Solver
     samples from the module's frozen weights, which move with the module, or from a server)."""
 
-    def __init__(self, *, config: TrainConfig, tokenizer, setter_prompt: str, solver: Solver, sandbox: Sandbox,
-                 solver_model: nn.Module | None, embedder, reference_distance: float, generator: torch.Generator):
+    def __init__(
+        self,
+        *,
+        config: TrainConfig,
+        tokenizer,
+        setter_prompt: str,
+        solver: Solver,
+        sandbox: Sandbox,
+        solver_model: nn.Module | None,
+        embedder,
+        reference_distance: float,
+        generator: torch.Generator,
+    ):
         self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
         self.solver, self.sandbox, self.solver_model = solver, sandbox, solver_model
         self.embedder, self.reference_distance = embedder, reference_distance
@@ -95,16 +106,28 @@ class RolloutCallback(L.Callback):
         rollout = self.config.rollout
         with torch.no_grad(), rollout_precision(trainer.precision_plugin):
             streams = rank_share(rollout.n_envs, trainer.global_rank, trainer.world_size)
-            episodes, truncated = generate_episodes(module.policy, self.tokenizer, self.setter_prompt, streams,
-                                                    rollout.n_steps, rollout.temperature, rollout.top_p, self.generator)
+            episodes, truncated = generate_episodes(
+                module.policy,
+                self.tokenizer,
+                self.setter_prompt,
+                streams,
+                rollout.n_steps,
+                rollout.temperature,
+                rollout.top_p,
+                self.generator,
+            )
             clock.lap("setter_sampling")
             texts = [episode.text for episode in episodes]
             # a Solver sampling from the frozen weights holds their model: with LoRA, the adapters go off
             with module.frozen_weights() if self.config.solver.llm == "frozen" else contextlib.nullcontext():
                 judged = judge_puzzles(texts, self.solver)
             clock.lap("solver")  # the Solver's sampling and the sandbox
-            distances = novelty_distances(texts, trainer.datamodule.archive, self.embedder,
-                                          gather=_gather_puzzles if trainer.world_size > 1 else None)
+            distances = novelty_distances(
+                texts,
+                trainer.datamodule.archive,
+                self.embedder,
+                gather=_gather_puzzles if trainer.world_size > 1 else None,
+            )
             scored = reward_puzzles(texts, judged, distances, self.reference_distance, self.config.reward)
             clock.lap("novelty")
             first_epoch = trainer.datamodule.draw_epoch(len(episodes))  # drawn now: the buffer is scored in it
@@ -124,14 +147,19 @@ class RolloutCallback(L.Callback):
         laps = self.clock.laps
         model = laps["setter_sampling"] + laps["old_logprobs_and_values"] + laps["ppo_update"]
         model += laps["solver"] - laps["sandbox"]  # the Solver's sampling
-        record = {"iteration": trainer.current_epoch, "seconds": self.clock.total(), **self.work,
-                  **{f"{name}_seconds": value for name, value in laps.items()},
-                  "outside_models_frac": 1 - model / self.clock.total()}
+        record = {
+            "iteration": trainer.current_epoch,
+            "seconds": self.clock.total(),
+            **self.work,
+            **{f"{name}_seconds": value for name, value in laps.items()},
+            "outside_models_frac": 1 - model / self.clock.total(),
+        }
         with (Path(trainer.logger.log_dir) / "iterations.jsonl").open("a") as handle:
             handle.write(json.dumps(record) + "\n")
-        trainer.logger.log_metrics({"time/iteration_s": record["seconds"],
-                                    "time/outside_models_frac": record["outside_models_frac"]},
-                                   step=trainer.global_step)
+        trainer.logger.log_metrics(
+            {"time/iteration_s": record["seconds"], "time/outside_models_frac": record["outside_models_frac"]},
+            step=trainer.global_step,
+        )
 
     def _log(self, trainer: L.Trainer, own: RankRollout) -> None:
         """Every rank's rollout, logged by rank 0; `build_buffer`'s metrics as their mean over the ranks (the
@@ -147,36 +175,59 @@ class RolloutCallback(L.Callback):
         with (run_dir / "puzzles.jsonl").open("a") as handle:
             for puzzle in all_scored:
                 self.puzzles_generated += 1
-                for name, value in (("difficulty", puzzle.r_difficulty), ("novelty", puzzle.r_novelty),
-                                    ("total", puzzle.reward)):
+                for name, value in (
+                    ("difficulty", puzzle.r_difficulty),
+                    ("novelty", puzzle.r_novelty),
+                    ("total", puzzle.reward),
+                ):
                     self.recent[name].append(value)
                     writer.add_scalar(f"reward/{name}", value, self.puzzles_generated)
-                    writer.add_scalar(f"reward/{name}_smoothed", float(np.mean(self.recent[name])),
-                                      self.puzzles_generated)
-                handle.write(json.dumps({"iteration": iteration, "index": self.puzzles_generated,
-                                         "puzzle": puzzle.text, "valid": puzzle.valid, "reason": puzzle.reason,
-                                         "D": None if np.isinf(puzzle.difficulty) else puzzle.difficulty,
-                                         "R_d": puzzle.r_difficulty, "R_n": puzzle.r_novelty,
-                                         "R": puzzle.reward}) + "\n")
+                    writer.add_scalar(
+                        f"reward/{name}_smoothed", float(np.mean(self.recent[name])), self.puzzles_generated
+                    )
+                handle.write(
+                    json.dumps(
+                        {
+                            "iteration": iteration,
+                            "index": self.puzzles_generated,
+                            "puzzle": puzzle.text,
+                            "valid": puzzle.valid,
+                            "reason": puzzle.reason,
+                            "D": None if np.isinf(puzzle.difficulty) else puzzle.difficulty,
+                            "R_d": puzzle.r_difficulty,
+                            "R_n": puzzle.r_novelty,
+                            "R": puzzle.reward,
+                        }
+                    )
+                    + "\n"
+                )
         count = max(len(all_scored), 1)
-        trainer.logger.log_metrics({
-            "rollout/puzzles": len(all_scored),
-            "rollout/valid_frac": sum(p.valid for p in all_scored) / count,
-            "rollout/solved_frac": sum(p.passes > 0 for p in all_scored) / count,
-            "rollout/truncated": sum(rollout.truncated for rollout in everyone),
-            "rollout/puzzles_per_s": len(all_scored) / max(max(rollout.seconds for rollout in everyone), 1e-9),
-            "rollout/archive_size": len(trainer.datamodule.archive),
-            **{name: float(np.mean([rollout.metrics[name] for rollout in everyone])) for name in own.metrics},
-        }, step=trainer.global_step)
-        recent = "\n\n".join(f"R={p.reward:.2f} R_d={p.r_difficulty:.2f} R_n={p.r_novelty:.2f}\n\n    "
-                             + p.text.replace("\n", "\n    ") for p in all_scored[-5:])
+        trainer.logger.log_metrics(
+            {
+                "rollout/puzzles": len(all_scored),
+                "rollout/valid_frac": sum(p.valid for p in all_scored) / count,
+                "rollout/solved_frac": sum(p.passes > 0 for p in all_scored) / count,
+                "rollout/truncated": sum(rollout.truncated for rollout in everyone),
+                "rollout/puzzles_per_s": len(all_scored) / max(max(rollout.seconds for rollout in everyone), 1e-9),
+                "rollout/archive_size": len(trainer.datamodule.archive),
+                **{name: float(np.mean([rollout.metrics[name] for rollout in everyone])) for name in own.metrics},
+            },
+            step=trainer.global_step,
+        )
+        recent = "\n\n".join(
+            f"R={p.reward:.2f} R_d={p.r_difficulty:.2f} R_n={p.r_novelty:.2f}\n\n    " + p.text.replace("\n", "\n    ")
+            for p in all_scored[-5:]
+        )
         writer.add_text("puzzles/recent", recent, trainer.global_step)
 
     def state_dict(self) -> dict:
         # every rank's generator in rank order (Lightning calls this on every rank, saves rank 0's dict):
         # each rank resumes its own stream, not rank 0's (the ranks would then sample the same puzzles)
-        return {"generators": from_every_rank(self.generator.get_state()), "puzzles_generated": self.puzzles_generated,
-                "recent": {name: list(values) for name, values in self.recent.items()}}
+        return {
+            "generators": from_every_rank(self.generator.get_state()),
+            "puzzles_generated": self.puzzles_generated,
+            "recent": {name: list(values) for name, values in self.recent.items()},
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if rank() < len(state["generators"]):  # a rank the checkpoint did not have keeps its seed from `setup`
@@ -228,6 +279,9 @@ def rollout_precision(plugin):
 def _gather_puzzles(texts: Sequence[str], embeddings: np.ndarray) -> tuple[list[str], np.ndarray, int]:
     """`novelty_distances`'s `gather`: all ranks' puzzles and embeddings in rank order, and where this rank's begin."""
     everyone: list[RankPuzzles] = from_every_rank(RankPuzzles(list(texts), embeddings))
-    offset = sum(len(puzzles.texts) for puzzles in everyone[:rank()])
-    return ([text for puzzles in everyone for text in puzzles.texts],
-            np.concatenate([puzzles.embeddings for puzzles in everyone]), offset)
+    offset = sum(len(puzzles.texts) for puzzles in everyone[: rank()])
+    return (
+        [text for puzzles in everyone for text in puzzles.texts],
+        np.concatenate([puzzles.embeddings for puzzles in everyone]),
+        offset,
+    )

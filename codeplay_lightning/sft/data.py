@@ -31,13 +31,18 @@ def training_puzzles(paths: Sequence[str | Path], p3_split: str | Path | None = 
                     raise ValueError(f"{path}: some entries have a split and some do not")
                 chosen = [p for p in available if splits[p.name] == "train"]
             elif p3_split is None:
-                raise ValueError(f"{path} is a P3 puzzles.json without splits: pass --p3-split split.json so "
-                                 "only its train split is trained on")
+                raise ValueError(
+                    f"{path} is a P3 puzzles.json without splits: pass --p3-split split.json so "
+                    "only its train split is trained on"
+                )
             else:
                 chosen = in_classes(available, load_p3_split(p3_split)["train"])
             # Our corpus: each of an instance's solutions (its family's and the enumerating one); P3: the first.
-            puzzles += [Puzzle(p.name, p.f, (g,), p.ans_type) for p in chosen
-                        for g in (p.solutions if splits else p.solutions[:1])]
+            puzzles += [
+                Puzzle(p.name, p.f, (g,), p.ans_type)
+                for p in chosen
+                for g in (p.solutions if splits else p.solutions[:1])
+            ]
         else:
             for entry in read_puzzle_file(path):
                 if entry.problem or entry.g is None:

@@ -15,8 +15,9 @@ class SFTModule(L.LightningModule):
         self.lr, self.max_steps, self.warmup_steps = lr, max_steps, warmup_steps
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
-        loss = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                          labels=batch["labels"]).loss  # mean over the tokens that are not padding
+        loss = self.model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+        ).loss  # mean over the tokens that are not padding
         self.log("sft/loss", loss, prog_bar=True)
         self.log("sft/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
         self.log("sft/tokens", batch["attention_mask"].sum().float(), reduce_fx="sum")
@@ -25,8 +26,9 @@ class SFTModule(L.LightningModule):
     def configure_optimizers(self):
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=self.lr, weight_decay=0.0)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, self.warmup_steps,
-                                                                                       self.max_steps))
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: lr_factor(step, self.warmup_steps, self.max_steps)
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 

@@ -43,8 +43,16 @@ class SFTConfig:
         return self.lr or (1e-3 if self.lora_rank else 5e-5)
 
 
-def fine_tune(sources: Sequence[str], model_spec: str, out: str | Path, config: SFTConfig,
-              p3_split: str | None = None, resume: bool = False, model=None, tokenizer=None) -> Path:
+def fine_tune(
+    sources: Sequence[str],
+    model_spec: str,
+    out: str | Path,
+    config: SFTConfig,
+    p3_split: str | None = None,
+    resume: bool = False,
+    model=None,
+    tokenizer=None,
+) -> Path:
     """Train `model_spec` (or the given `model`/`tokenizer`: tests pass tiny ones) on the puzzles of
     `sources` and write the output directory described in the module docstring."""
     out = Path(out)
@@ -62,38 +70,71 @@ def fine_tune(sources: Sequence[str], model_spec: str, out: str | Path, config: 
 
         model, tokenizer = load_causal_lm(model_spec)
     sequences, too_long = pack(tokenizer, puzzles, config.block, config.seed)
-    log.info("sft: %d puzzles packed into %d sequences of at most %d tokens (%d tokens); %d puzzles longer "
-             "than a block left out", len(puzzles) - too_long, len(sequences), config.block,
-             sum(map(len, sequences)), too_long)
+    log.info(
+        "sft: %d puzzles packed into %d sequences of at most %d tokens (%d tokens); %d puzzles longer "
+        "than a block left out",
+        len(puzzles) - too_long,
+        len(sequences),
+        config.block,
+        sum(map(len, sequences)),
+        too_long,
+    )
     if config.lora_rank:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=2 * config.lora_rank,
-                                                 lora_dropout=0.0, target_modules="all-linear",
-                                                 task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=config.lora_rank,
+                lora_alpha=2 * config.lora_rank,
+                lora_dropout=0.0,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            ),
+        )
     model.train()
     module = SFTModule(model, config.learning_rate, config.steps, config.warmup_steps)
-    loader = torch.utils.data.DataLoader(sequences, batch_size=config.batch_size, shuffle=True, drop_last=True,
-                                         collate_fn=lambda rows: collate(rows, tokenizer.pad_token_id),
-                                         generator=torch.Generator().manual_seed(config.seed))
+    loader = torch.utils.data.DataLoader(
+        sequences,
+        batch_size=config.batch_size,
+        shuffle=True,
+        drop_last=True,
+        collate_fn=lambda rows: collate(rows, tokenizer.pad_token_id),
+        generator=torch.Generator().manual_seed(config.seed),
+    )
     if len(loader) == 0:
         raise ValueError(f"{len(sequences)} packed sequences are fewer than one batch of {config.batch_size}")
-    trainer = L.Trainer(max_steps=config.steps, precision=config.precision, accelerator="auto", devices=1,
-                        logger=TensorBoardLogger(out, name="logs", version=0, default_hp_metric=False),
-                        log_every_n_steps=1, enable_model_summary=False, gradient_clip_val=1.0,
-                        callbacks=[RichProgressBar(), ModelCheckpoint(dirpath=out / "checkpoints", save_last=True,
-                                                                      save_top_k=0,
-                                                                      every_n_train_steps=config.checkpoint_every)])
+    trainer = L.Trainer(
+        max_steps=config.steps,
+        precision=config.precision,
+        accelerator="auto",
+        devices=1,
+        logger=TensorBoardLogger(out, name="logs", version=0, default_hp_metric=False),
+        log_every_n_steps=1,
+        enable_model_summary=False,
+        gradient_clip_val=1.0,
+        callbacks=[
+            RichProgressBar(),
+            ModelCheckpoint(
+                dirpath=out / "checkpoints", save_last=True, save_top_k=0, every_n_train_steps=config.checkpoint_every
+            ),
+        ],
+    )
     started = time.perf_counter()
     trainer.fit(module, train_dataloaders=loader, ckpt_path=checkpoint if resume else None)
     seconds = time.perf_counter() - started
     _save(model, tokenizer, out, model_spec if config.lora_rank else None)
-    record = {"model": model_spec, "sources": [str(s) for s in sources],
-              "config": asdict(config) | {"lr": config.learning_rate},  # the rate used, not 0 for "default"
-              "puzzles": len(puzzles) - too_long, "too_long": too_long, "sequences": len(sequences),
-              "steps": trainer.global_step,
-              "final_loss": float(trainer.callback_metrics.get("sft/loss", float("nan"))),
-              "seconds": round(seconds, 1)}
+    record = {
+        "model": model_spec,
+        "sources": [str(s) for s in sources],
+        "config": asdict(config) | {"lr": config.learning_rate},  # the rate used, not 0 for "default"
+        "puzzles": len(puzzles) - too_long,
+        "too_long": too_long,
+        "sequences": len(sequences),
+        "steps": trainer.global_step,
+        "final_loss": float(trainer.callback_metrics.get("sft/loss", float("nan"))),
+        "seconds": round(seconds, 1),
+    }
     (out / "sft.json").write_text(json.dumps(record, indent=2) + "\n")
     return out
 
@@ -104,8 +145,8 @@ def collate(rows: Sequence[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
     for row, ids in enumerate(rows):
-        input_ids[row, :len(ids)] = torch.tensor(ids)
-        attention_mask[row, :len(ids)] = 1
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
     labels = input_ids.masked_fill(attention_mask == 0, -100)
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 

@@ -18,5 +18,14 @@ from codeplay_lightning.solver.base import Solver, SolverResult, solver_sampling
 from codeplay_lightning.solver.few_shot import FewShotSolver, PuzzleResult, candidate_program, difficulty
 from codeplay_lightning.solver.search_solver import SearchPuzzleResult, SearchSolver
 
-__all__ = ["FewShotSolver", "PuzzleResult", "SearchPuzzleResult", "SearchSolver", "Solver", "SolverResult",
-           "candidate_program", "difficulty", "solver_sampling"]
+__all__ = [
+    "FewShotSolver",
+    "PuzzleResult",
+    "SearchPuzzleResult",
+    "SearchSolver",
+    "Solver",
+    "SolverResult",
+    "candidate_program",
+    "difficulty",
+    "solver_sampling",
+]

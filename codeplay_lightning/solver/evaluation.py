@@ -4,10 +4,11 @@ unbiased estimator of Chen et al. (2021) from the n = K samples."""
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
 
-from codeplay_lightning.solver.few_shot import PuzzleResult
+from codeplay_lightning.puzzles import Puzzle
+from codeplay_lightning.solver.few_shot import FewShotSolver, PuzzleResult
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -23,11 +24,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def solver_summary(results: Sequence[PuzzleResult], groups: dict[str, str] | None = None) -> dict:
     """pass@1 and pass@K over the puzzles, and per group (e.g. family) when `groups` maps names to one."""
+
     def summarise(rows: Sequence[PuzzleResult]) -> dict:
         attempts = rows[0].attempts
-        return {"puzzles": len(rows),
-                "pass@1": sum(pass_at_k(r.attempts, r.passes, 1) for r in rows) / len(rows),
-                f"pass@{attempts}": sum(pass_at_k(r.attempts, r.passes, attempts) for r in rows) / len(rows)}
+        return {
+            "puzzles": len(rows),
+            "pass@1": sum(pass_at_k(r.attempts, r.passes, 1) for r in rows) / len(rows),
+            f"pass@{attempts}": sum(pass_at_k(r.attempts, r.passes, attempts) for r in rows) / len(rows),
+        }
 
     if not results:
         raise ValueError("no puzzles to summarise")
@@ -41,3 +45,25 @@ def solver_summary(results: Sequence[PuzzleResult], groups: dict[str, str] | Non
         summary["groups"] = {group: summarise(rows) for group, rows in sorted(by_group.items())}
     return summary
 
+
+def evaluate_solver(
+    puzzles: Sequence[Puzzle],
+    solver: FewShotSolver,
+    groups: dict[str, str] | None = None,
+    on_batch_done: Callable[[int, int], None] | None = None,
+) -> tuple[dict, list[dict]]:
+    """The Solver's attempts at each puzzle: `solver_summary` and a row per puzzle with every attempt's program
+    and verdict."""
+    results = solver.solve(puzzles, on_batch_done=on_batch_done)
+    rows = [
+        {
+            "name": r.puzzle.name,
+            "group": (groups or {}).get(r.puzzle.name),
+            "attempts": r.attempts,
+            "passes": r.passes,
+            "statuses": dict(Counter(v.status for v in r.verdicts)),
+            "tries": [{"g": p.g, "status": v.status, "detail": v.detail} for p, v in zip(r.programs, r.verdicts)],
+        }
+        for r in results
+    ]
+    return solver_summary(results, groups), rows

@@ -57,7 +57,8 @@ class SearchSolver:
     def solve(self, puzzles: Sequence[Puzzle]) -> list[SearchPuzzleResult]:
         """One result per puzzle, in order."""
         seeds = torch.randint(0, 2**62, (len(puzzles),), generator=self.generator).tolist()
-        searches = [make_search(self.method, P3Task(puzzle, self.sandbox), budget=self.config.attempts, seed=seed)
-                    for puzzle, seed in zip(puzzles, seeds)]
-        return [SearchPuzzleResult(puzzle, result)
-                for puzzle, result in zip(puzzles, run_searches(searches, self.llm))]
+        searches = [
+            make_search(self.method, P3Task(puzzle, self.sandbox), budget=self.config.attempts, seed=seed)
+            for puzzle, seed in zip(puzzles, seeds)
+        ]
+        return [SearchPuzzleResult(puzzle, result) for puzzle, result in zip(puzzles, run_searches(searches, self.llm))]

@@ -29,9 +29,20 @@ from codeplay_lightning.train import train  # noqa: E402
 HANG_SECONDS = 240  # a run takes ~20 s; the test's own timeout is longer
 # like test_training.tiny_config, with more minibatches than a rank has puzzles: some minibatches are
 # empty on one rank only, which must still step (and log) with the other
-OVERRIDES = ["trainer.precision=32-true", "model.name=tiny-stream", "rollout.n_envs=2", "rollout.n_steps=40",
-             "solver.max_new_tokens=24", "ppo.lr=1e-3", "ppo.n_minibatches=6", "ppo.ppo_epochs=1",
-             "sandbox.workers=1", "trainer.strategy=ddp", "trainer.devices=2", "trainer.accelerator=cpu"]
+OVERRIDES = [
+    "trainer.precision=32-true",
+    "model.name=tiny-stream",
+    "rollout.n_envs=2",
+    "rollout.n_steps=40",
+    "solver.max_new_tokens=24",
+    "ppo.lr=1e-3",
+    "ppo.n_minibatches=6",
+    "ppo.ppo_epochs=1",
+    "sandbox.workers=1",
+    "trainer.strategy=ddp",
+    "trainer.devices=2",
+    "trainer.accelerator=cpu",
+]
 
 
 class RecordRank(L.Callback):
@@ -51,12 +62,19 @@ class RecordRank(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         ppo = trainer.datamodule.ppo
-        torch.save({"pid": os.getpid(), "world_size": trainer.world_size, "global_step": trainer.global_step,
-                    "steps_per_iteration": ppo.ppo_epochs * ppo.n_minibatches,
-                    "archive": trainer.datamodule.archive.state_dict(),
-                    "buffer_sizes": self.buffer_sizes, "batch_sizes": self.batch_sizes,
-                    "state_dict": {name: value.detach().clone() for name, value in pl_module.state_dict().items()}},
-                   self.out / f"rank{trainer.global_rank}.pt")
+        torch.save(
+            {
+                "pid": os.getpid(),
+                "world_size": trainer.world_size,
+                "global_step": trainer.global_step,
+                "steps_per_iteration": ppo.ppo_epochs * ppo.n_minibatches,
+                "archive": trainer.datamodule.archive.state_dict(),
+                "buffer_sizes": self.buffer_sizes,
+                "batch_sizes": self.batch_sizes,
+                "state_dict": {name: value.detach().clone() for name, value in pl_module.state_dict().items()},
+            },
+            self.out / f"rank{trainer.global_rank}.pt",
+        )
 
 
 def main(out: Path, iterations: int, resume: str | None) -> None:
@@ -64,8 +82,9 @@ def main(out: Path, iterations: int, resume: str | None) -> None:
     # thread's stack and exit instead, so that the test's log shows where it hung
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     tokenizer = build_char_tokenizer()
-    config = load_config([CONFIGS / "smoke.yaml"],
-                         [f"trainer.run_root={out / 'runs'}", f"trainer.iterations={iterations}", *OVERRIDES])
+    config = load_config(
+        [CONFIGS / "smoke.yaml"], [f"trainer.run_root={out / 'runs'}", f"trainer.iterations={iterations}", *OVERRIDES]
+    )
     record = RecordRank(out)
     train(config, resume=resume, policy=stream_llama(tokenizer), tokenizer=tokenizer, callbacks=[record])
     for child in record.children:  # the process group is destroyed at exit by Lightning's atexit hook

@@ -25,13 +25,27 @@ from codeplay_lightning.experiments.sweep import completed_iterations
 SCRIPT = Path(__file__).with_name("ddp_script.py")
 TIMEOUT = 300  # seconds per run; one takes about 20 s (the script itself gives up on a hang after 240 s)
 # set by a launcher around pytest, they would point both runs at one rendezvous: Lightning picks a free port
-LAUNCHER_ENV = {"MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "GLOBAL_RANK", "RANK", "WORLD_SIZE",
-                "LOCAL_WORLD_SIZE", "GROUP_RANK", "PL_GLOBAL_SEED", "TORCHELASTIC_RUN_ID", "SLURM_NTASKS",
-                "SLURM_JOB_NAME"}
+LAUNCHER_ENV = {
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "LOCAL_RANK",
+    "GLOBAL_RANK",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "PL_GLOBAL_SEED",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_NTASKS",
+    "SLURM_JOB_NAME",
+}
 SUPERVISOR = re.compile(r'"supervisor_pid": (\d+)')
 
-pytestmark = pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
-                                reason="needs torch.distributed with gloo")
+pytestmark = pytest.mark.skipif(
+    not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+    reason="needs torch.distributed with gloo",
+)
 
 
 class Runs:
@@ -44,8 +58,13 @@ class Runs:
         out.mkdir(parents=True, exist_ok=True)
         env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_ENV}
         with (out / "log.txt").open("w") as log:
-            process = subprocess.Popen([sys.executable, str(SCRIPT), str(out), str(iterations), *resume], env=env,
-                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                [sys.executable, str(SCRIPT), str(out), str(iterations), *resume],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.processes.append(process)
         return process, out
 
@@ -162,6 +181,6 @@ def test_ddp_two_cpu_processes_agree_and_resume_exactly(tmp_path, runs):
         assert resumed_rank["archive"]["texts"] == straight_rank["archive"]["texts"]
         assert torch.equal(resumed_rank["archive"]["embeddings"], straight_rank["archive"]["embeddings"])
         assert resumed_rank["global_step"] == straight_rank["global_step"]
-        assert resumed_rank["batch_sizes"] == straight_rank["batch_sizes"][-len(resumed_rank["batch_sizes"]):]
+        assert resumed_rank["batch_sizes"] == straight_rank["batch_sizes"][-len(resumed_rank["batch_sizes"]) :]
         for name, value in straight_rank["state_dict"].items():
             torch.testing.assert_close(resumed_rank["state_dict"][name], value)

@@ -26,17 +26,26 @@ LENGTHS = [2, 3, 30, 25, 41, 18, 33]  # actions per puzzle
 RANK_ROWS = [slice(0, 2), slice(2, None)]  # rank 0: 5 tokens, rank 1: 147
 PROMPT_IDS = torch.arange(3, 23)
 
-pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
-                                reason="needs torch.distributed with gloo")
+pytestmark = pytest.mark.skipif(
+    not dist.is_available() or not dist.is_gloo_available(), reason="needs torch.distributed with gloo"
+)
 
 
-def gradient_and_buffer(model, strategy: Strategy, world_size: int, rows: slice = slice(None)
-                        ) -> tuple[dict[str, torch.Tensor], PPOBuffer, dict[str, float]]:
+def gradient_and_buffer(
+    model, strategy: Strategy, world_size: int, rows: slice = slice(None)
+) -> tuple[dict[str, torch.Tensor], PPOBuffer, dict[str, float]]:
     """This rank's gradient of its loss on its puzzles `rows`, scored as one minibatch; its buffer and metrics."""
     torch.manual_seed(1)  # the value head's initialisation
     config = TrainConfig(ppo=PPOConfig(n_minibatches=1, ppo_epochs=1))
-    module = SetterPPOModule(policy=copy.deepcopy(model), frozen=None, ppo=config.ppo, temperature=0.8,
-                             value_hidden=16, detach_value_trunk=True, identity={})
+    module = SetterPPOModule(
+        policy=copy.deepcopy(model),
+        frozen=None,
+        ppo=config.ppo,
+        temperature=0.8,
+        value_hidden=16,
+        detach_value_trunk=True,
+        identity={},
+    )
     module._trainer = SimpleNamespace(strategy=strategy, world_size=world_size)
     module.log_dict = lambda *args, **kwargs: None  # Lightning's logging needs a Trainer
     episodes, scored = (puzzle[rows] for puzzle in random_puzzles(LENGTHS))
@@ -59,8 +68,10 @@ def _rank(rank: int, out: Path) -> None:
         for grad in gradient.values():  # what DDP does to the gradients: their mean over the ranks
             dist.all_reduce(grad)
             grad /= 2
-        torch.save({"gradient": gradient, "advantages": buffer.advantages[buffer.mask.bool()], "metrics": metrics},
-                   out / f"rank{rank}.pt")
+        torch.save(
+            {"gradient": gradient, "advantages": buffer.advantages[buffer.mask.bool()], "metrics": metrics},
+            out / f"rank{rank}.pt",
+        )
     finally:
         dist.destroy_process_group()
 
@@ -68,8 +79,10 @@ def _rank(rank: int, out: Path) -> None:
 def test_two_gloo_ranks_give_one_process_gradient_and_whitened_advantages(tiny_llama, tmp_path):
     # fresh interpreters: a fork of this process, which has run OpenMP threads, hangs in them, and multiprocessing's
     # fork server or resource tracker would outlive the test (strays to the sandbox tests, which count processes)
-    torch.save({"class": type(tiny_llama), "config": tiny_llama.config, "weights": tiny_llama.state_dict()},
-               tmp_path / "model.pt")
+    torch.save(
+        {"class": type(tiny_llama), "config": tiny_llama.config, "weights": tiny_llama.state_dict()},
+        tmp_path / "model.pt",
+    )
     code = "import sys, test_ddp_maths; test_ddp_maths._rank(int(sys.argv[1]), test_ddp_maths.Path(sys.argv[2]))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])}
     ranks = [subprocess.Popen([sys.executable, "-c", code, str(rank), str(tmp_path)], env=env) for rank in (0, 1)]

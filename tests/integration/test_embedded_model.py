@@ -113,9 +113,9 @@ def test_the_setter_prompt_ends_on_smollm2s_own_block_tokens():
     examples = fewshot_puzzles()[:6]
     prompt = setter_prompt(examples)
     consistent = token_consistent_prompt(tokenizer, prompt, examples[0].f)
-    assert prompt[len(consistent):] == "\n"
+    assert prompt[len(consistent) :] == "\n"
     ids = tokenizer(consistent)["input_ids"]
-    assert ids == tokenizer(prompt + examples[0].f)["input_ids"][:len(ids)]
+    assert ids == tokenizer(prompt + examples[0].f)["input_ids"][: len(ids)]
     assert tokenizer(prompt)["input_ids"][-1] != ids[-1]  # the merged blank line the block never has
 
 

@@ -21,11 +21,21 @@ def test_the_paper_config_trains_exactly_on_its_model_family(family, tmp_path, c
     model = tiny_model(family, char_tokenizer, initializer_range=0.02)  # nearly uniform: ends a puzzle in ~100 tokens
     model.save_pretrained(model_dir)
     char_tokenizer.save_pretrained(model_dir)
-    config = load_config([CONFIGS / "balanced.yaml", CONFIGS / "paper.yaml"], [
-        f"model.name={model_dir}", "trainer.accelerator=cpu", "trainer.iterations=1", "trainer.precision=32-true",
-        "ppo.lr=1e-30", f"trainer.run_root={tmp_path / 'runs'}",
-        "reward.reference=null", "reward.reference_split=null",  # P3's files are not here: our corpus normalises
-        "rollout.fewshot=2", "rollout.n_envs=16"])  # 16 puzzles are ~1,600 characters: 6 minutes a family here
+    config = load_config(
+        [CONFIGS / "balanced.yaml", CONFIGS / "paper.yaml"],
+        [
+            f"model.name={model_dir}",
+            "trainer.accelerator=cpu",
+            "trainer.iterations=1",
+            "trainer.precision=32-true",
+            "ppo.lr=1e-30",
+            f"trainer.run_root={tmp_path / 'runs'}",
+            "reward.reference=null",
+            "reward.reference_split=null",  # P3's files are not here: our corpus normalises
+            "rollout.fewshot=2",
+            "rollout.n_envs=16",
+        ],
+    )  # 16 puzzles are ~1,600 characters: 6 minutes a family here
     run_dir = train(config)
     assert len((run_dir / "puzzles.jsonl").read_text().splitlines()) >= 8  # finished puzzles to train on
     values = scalar_values(run_dir)

@@ -43,8 +43,14 @@ def test_sft_lowers_the_loss_and_writes_a_loadable_model(tmp_path, corpus_file, 
     sequences, too_long = pack(char_tokenizer, puzzles, SMALL["block"], seed=0)
     assert too_long == 0
     before = mean_loss(tiny_llama, char_tokenizer, sequences)
-    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(**SMALL),
-                    model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
+    out = fine_tune(
+        [str(corpus_file)],
+        "tiny",
+        tmp_path / "out",
+        SFTConfig(**SMALL),
+        model=copy.deepcopy(tiny_llama),
+        tokenizer=char_tokenizer,
+    )
     record = json.loads((out / "sft.json").read_text())
     assert record["steps"] == SMALL["steps"] and record["puzzles"] == 23 and record["too_long"] == 0
     assert record["config"]["lr"] == SMALL["lr"]
@@ -54,8 +60,14 @@ def test_sft_lowers_the_loss_and_writes_a_loadable_model(tmp_path, corpus_file, 
 
 
 def test_lora_adapter_merged_into_the_base_gives_the_output_model(tmp_path, corpus_file, tiny_llama, char_tokenizer):
-    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", SFTConfig(lora_rank=4, **SMALL | {"lr": 0.0}),
-                    model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
+    out = fine_tune(
+        [str(corpus_file)],
+        "tiny",
+        tmp_path / "out",
+        SFTConfig(lora_rank=4, **SMALL | {"lr": 0.0}),
+        model=copy.deepcopy(tiny_llama),
+        tokenizer=char_tokenizer,
+    )
     assert json.loads((out / "sft.json").read_text())["config"]["lr"] == 1e-3  # LoRA's default rate, as used
     shipped = load_file(out / "adapter" / "adapter_model.safetensors")
     assert shipped and all(tensor.dtype == torch.bfloat16 for tensor in shipped.values())
@@ -80,21 +92,51 @@ def test_an_interrupted_run_resumes_to_its_step_budget(tmp_path, corpus_file, ti
 
     monkeypatch.setattr(SFTModule, "training_step", crash_after_six)
     with pytest.raises(RuntimeError, match="power cut"):
-        fine_tune([str(corpus_file)], "tiny", tmp_path / "out", config, model=copy.deepcopy(tiny_llama),
-                  tokenizer=char_tokenizer)
+        fine_tune(
+            [str(corpus_file)],
+            "tiny",
+            tmp_path / "out",
+            config,
+            model=copy.deepcopy(tiny_llama),
+            tokenizer=char_tokenizer,
+        )
     monkeypatch.setattr(SFTModule, "training_step", original)
     with pytest.raises(ValueError, match="--resume"):
-        fine_tune([str(corpus_file)], "tiny", tmp_path / "out", config, model=copy.deepcopy(tiny_llama),
-                  tokenizer=char_tokenizer)
-    out = fine_tune([str(corpus_file)], "tiny", tmp_path / "out", config, resume=True,
-                    model=copy.deepcopy(tiny_llama), tokenizer=char_tokenizer)
+        fine_tune(
+            [str(corpus_file)],
+            "tiny",
+            tmp_path / "out",
+            config,
+            model=copy.deepcopy(tiny_llama),
+            tokenizer=char_tokenizer,
+        )
+    out = fine_tune(
+        [str(corpus_file)],
+        "tiny",
+        tmp_path / "out",
+        config,
+        resume=True,
+        model=copy.deepcopy(tiny_llama),
+        tokenizer=char_tokenizer,
+    )
     assert json.loads((out / "sft.json").read_text())["steps"] == 8
 
 
 def test_a_p3_file_needs_its_split(tmp_path):
     p3 = tmp_path / "puzzles.json"
-    p3.write_text(json.dumps([{"name": "A:0", "sat": "def sat(x: int):\n    return x == 1", "ans_type": "int",
-                               "sol_header": "def sol():", "sol_bodies": ["    return 1"]}]))
+    p3.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "A:0",
+                    "sat": "def sat(x: int):\n    return x == 1",
+                    "ans_type": "int",
+                    "sol_header": "def sol():",
+                    "sol_bodies": ["    return 1"],
+                }
+            ]
+        )
+    )
     with pytest.raises(ValueError, match="--p3-split"):
         training_puzzles([p3])
     split = tmp_path / "split.json"

@@ -18,8 +18,26 @@ BUDGET = 2
 @pytest.mark.parametrize("method", ["gif-mcts", "worldcoder", "sample"])
 def test_synthesize_on_the_embedded_model(tmp_path, capsys, method):
     out = tmp_path / method
-    code = main(["synthesize", "--task", "p3", "bundled", "--method", method, "--budget", str(BUDGET),
-                 "--limit", "2", "--max-new-tokens", "32", "--dtype", "bfloat16", "--out", str(out)])
+    code = main(
+        [
+            "synthesize",
+            "--task",
+            "p3",
+            "bundled",
+            "--method",
+            method,
+            "--budget",
+            str(BUDGET),
+            "--limit",
+            "2",
+            "--max-new-tokens",
+            "32",
+            "--dtype",
+            "bfloat16",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tasks"] == 2 and summary["llm"] == "smollm2-135m"

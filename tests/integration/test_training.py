@@ -1,13 +1,11 @@
-"""The Setter's PPO loop end to end on a tiny model built in code: smoke run, learning, resume,
-checkpoint errors, and every config file."""
+"""The Setter's PPO loop end to end on a tiny model built in code: smoke run, learning, resume
+and checkpoint errors."""
 
 from __future__ import annotations
 
 import copy
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import lightning as L
@@ -29,15 +27,26 @@ from codeplay_lightning.experiments.sweep import completed_iterations
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.setter import SetterPPOModule, rollout_callback
-from codeplay_lightning.setter.rollout import Episode, rank_share
+from codeplay_lightning.setter.rollout import Episode
 from codeplay_lightning.train import train
 
 
 def tiny_config(run_root: Path, *overrides: str):
-    return load_config([CONFIGS / "smoke.yaml"], [
-        f"trainer.run_root={run_root}", "trainer.precision=32-true", "model.name=tiny-stream",
-        "rollout.n_envs=3", "rollout.n_steps=48", "solver.max_new_tokens=24", "ppo.lr=1e-3",
-        "ppo.n_minibatches=2", "ppo.ppo_epochs=2", *overrides])
+    return load_config(
+        [CONFIGS / "smoke.yaml"],
+        [
+            f"trainer.run_root={run_root}",
+            "trainer.precision=32-true",
+            "model.name=tiny-stream",
+            "rollout.n_envs=3",
+            "rollout.n_steps=48",
+            "solver.max_new_tokens=24",
+            "ppo.lr=1e-3",
+            "ppo.n_minibatches=2",
+            "ppo.ppo_epochs=2",
+            *overrides,
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +55,9 @@ def stream_model(char_tokenizer):
 
 
 def run(tmp_path, stream_model, tokenizer, *overrides, resume=None) -> Path:
-    return train(tiny_config(tmp_path, *overrides), resume=resume, policy=copy.deepcopy(stream_model),
-                 tokenizer=tokenizer)
+    return train(
+        tiny_config(tmp_path, *overrides), resume=resume, policy=copy.deepcopy(stream_model), tokenizer=tokenizer
+    )
 
 
 def read_puzzles(run_dir: Path) -> list[dict]:
@@ -63,52 +73,6 @@ def load_checkpoint(run_dir: Path) -> dict:
 
 def finished_iterations(run_dir: Path) -> int:
     return completed_iterations(run_dir / "checkpoints" / "last.ckpt")
-
-
-@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
-def test_every_config_file_loads_and_validates(path):
-    no_p3_clone = ["reward.reference=null", "reward.reference_split=null"] if path.stem == "paper" else []
-    config = load_config([path], no_p3_clone)
-    assert config.name == ("balanced" if path.stem in ("base", "paper") else path.stem)
-    if path.stem in ("none", "difficulty", "novelty", "balanced", "novelty_biased"):
-        weights = {"none": (0, 0), "difficulty": (1, 0), "novelty": (0, 1), "balanced": (1, 1),
-                   "novelty_biased": (0.5, 1.5)}[path.stem]
-        assert (config.reward.w_difficulty, config.reward.w_novelty) == weights
-
-
-@pytest.mark.parametrize("override, message", [
-    ("ppo.nope=1", "Key 'nope' not in 'PPOConfig'"),
-    ("ppo.lr=fast", "could not be converted"),
-    ("rollout.n_envs=0", "must be >= 1"),
-    ("reward.combine=product", "takes no weights"),
-    ("noequals", "not of the form key=value"),
-    ("solver.strategy=beam", r"expected one of \['few-shot', 'gif-mcts', 'worldcoder'\]"),
-    ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
-    ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
-    ("sandbox.workers=0", "sandbox.workers must be a whole number from 1 to 256"),
-    ("model.name='not a model!'", "is neither smollm2-135m, smollm2-135m-sft, a local directory nor a hub id"),
-])
-def test_bad_overrides_are_one_line_errors(override, message):
-    with pytest.raises(ConfigError, match=message) as error:
-        load_config([CONFIGS / "novelty_biased.yaml"], [override])
-    assert "\n" not in str(error.value)
-
-
-@pytest.mark.parametrize("text, message", [
-    ("ppo: [1, 2\n", "is not valid YAML"),
-    ("- ppo\n- lr\n", "must hold a mapping of keys"),
-])
-def test_bad_config_files_are_one_line_errors_before_torch_loads(tmp_path, text, message):
-    (tmp_path / "bad.yaml").write_text(text)
-    with pytest.raises(ConfigError, match=message) as error:
-        load_config([tmp_path / "bad.yaml"])
-    assert "\n" not in str(error.value)
-    check = ("import sys\nfrom codeplay_lightning.cli import main\nstatus = main(['train', sys.argv[1]])\n"
-             "assert 'torch' not in sys.modules\nsys.exit(status)")
-    result = subprocess.run([sys.executable, "-c", check, str(tmp_path / "bad.yaml")], capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().startswith("error:") and message in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, char_tokenizer):
@@ -130,8 +94,10 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
     iterations = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
     assert [record["iteration"] for record in iterations] == [0, 1]
     for record in iterations:
-        laps = [record[f"{name}_seconds"] for name in
-                ("setter_sampling", "solver", "novelty", "old_logprobs_and_values", "ppo_update")]
+        laps = [
+            record[f"{name}_seconds"]
+            for name in ("setter_sampling", "solver", "novelty", "old_logprobs_and_values", "ppo_update")
+        ]
         assert record["seconds"] == pytest.approx(sum(laps))
         assert 0 <= record["sandbox_seconds"] <= record["solver_seconds"]
         assert 0 < record["outside_models_frac"] < 1
@@ -150,16 +116,9 @@ def test_training_changes_the_policy_and_value_head(tmp_path, stream_model, char
     changed = [name for name, value in before.items() if not torch.equal(state[f"policy.{name}"], value)]
     assert len(changed) == len(before)  # every policy tensor was updated (full fine-tune)
     head = {name: value for name, value in state.items() if name.startswith("value_head.")}
-    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", f"trainer.precision={precision}",
-        resume="auto")
+    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", f"trainer.precision={precision}", resume="auto")
     trained = load_checkpoint(run_dir)["state_dict"]
     assert head and all(not torch.equal(trained[name], value) for name, value in head.items())  # and the value head
-
-
-@pytest.mark.parametrize("total, world_size", [(64, 4), (8, 3), (2, 2), (3, 8)])
-def test_n_envs_counts_the_streams_of_all_devices(total, world_size):
-    shares = [rank_share(total, rank, world_size) for rank in range(world_size)]
-    assert sum(shares) == total and max(shares) - min(shares) <= 1
 
 
 def test_the_none_preset_never_updates(tmp_path, stream_model, char_tokenizer, monkeypatch):
@@ -172,8 +131,9 @@ def test_the_none_preset_never_updates(tmp_path, stream_model, char_tokenizer, m
         return score(*args, **kwargs)
 
     monkeypatch.setattr(SetterPPOModule, "score", counted_score)
-    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "reward.w_difficulty=0",
-                  "reward.w_novelty=0")
+    run_dir = run(
+        tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "reward.w_difficulty=0", "reward.w_novelty=0"
+    )
     assert not scorings
     logged = scalar_values(run_dir)
     assert {tag for tag in logged if tag.startswith("ppo/")} == {"ppo/kl_ref"}  # the rollout's; no loss was computed
@@ -252,13 +212,6 @@ def test_checkpoint_of_another_model_is_refused(tmp_path, stream_model, char_tok
         run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "model.lora_rank=4", resume="auto")
 
 
-@pytest.mark.parametrize("preset", ["difficulty", "novelty"])
-def test_the_paper_scale_keeps_the_weight_presets_run_name_and_root(preset):
-    config = load_config([CONFIGS / f"{preset}.yaml", CONFIGS / "paper.yaml"],
-                         ["reward.reference=null", "reward.reference_split=null"])  # no P3 clone here
-    assert (config.name, config.trainer.run_root) == (preset, "runs/paper")
-
-
 def test_checkpoint_made_with_other_reward_weights_is_refused(tmp_path, stream_model, char_tokenizer):
     run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
     with pytest.raises(ValueError, match="checkpoint was made for"):
@@ -280,28 +233,50 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
 
     model = copy.deepcopy(stream_model)
     prompt = setter_prompt(fewshot_puzzles()[:2])
-    samples = sample(model, char_tokenizer, [prompt] * 3, SamplingConfig(20, temperature=0.7),
-                     [torch.Generator().manual_seed(seed) for seed in range(3)])
-    module = SetterPPOModule(policy=model, frozen=None, ppo=PPOConfig(), temperature=0.7, value_hidden=16,
-                             detach_value_trunk=True, identity={})
+    samples = sample(
+        model,
+        char_tokenizer,
+        [prompt] * 3,
+        SamplingConfig(20, temperature=0.7),
+        [torch.Generator().manual_seed(seed) for seed in range(3)],
+    )
+    module = SetterPPOModule(
+        policy=model,
+        frozen=None,
+        ppo=PPOConfig(),
+        temperature=0.7,
+        value_hidden=16,
+        detach_value_trunk=True,
+        identity={},
+    )
     action_ids, mask = pad_actions([Episode(*row) for row in zip(samples.texts, samples.token_ids, samples.logprobs)])
     prompt_ids = torch.tensor(char_tokenizer(prompt)["input_ids"])
     with torch.no_grad():
         logprobs, values, entropies = module.score(prompt_ids, action_ids, mask)
     for row, sampled in enumerate(samples.logprobs):
-        torch.testing.assert_close(logprobs[row, :len(sampled)], sampled, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(logprobs[row, : len(sampled)], sampled, atol=1e-4, rtol=1e-4)
     assert values.shape == action_ids.shape
     assert entropies.shape == action_ids.shape  # at the sampling temperature: tests/unit/test_model_matrix_scoring.py
 
 
 def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path, stream_model, char_tokenizer):
-    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1", "model.lora_rank=4",
-                  "ppo.kl_coef=0.1", "ppo.kl_estimator=k3")
+    run_dir = run(
+        tmp_path,
+        stream_model,
+        char_tokenizer,
+        "trainer.iterations=1",
+        "model.lora_rank=4",
+        "ppo.kl_coef=0.1",
+        "ppo.kl_estimator=k3",
+    )
     state = load_checkpoint(run_dir)["state_dict"]
     lora = {name: value for name, value in state.items() if "lora_" in name}
     assert lora and any("lora_B" in name and value.abs().sum() > 0 for name, value in lora.items())  # B starts at 0
-    base = {name.replace("policy.base_model.model.", "").replace(".base_layer", ""): value
-            for name, value in state.items() if name.startswith("policy.") and "lora_" not in name}
+    base = {
+        name.replace("policy.base_model.model.", "").replace(".base_layer", ""): value
+        for name, value in state.items()
+        if name.startswith("policy.") and "lora_" not in name
+    }
     for name, value in stream_model.state_dict().items():  # the frozen base is the Solver and the reference
         torch.testing.assert_close(base[name], value)
 
@@ -312,6 +287,7 @@ def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path,
 @pytest.fixture
 def valid_puzzles(monkeypatch, char_tokenizer):
     """The Setter's streams write these three puzzles every iteration (random characters never parse)."""
+
     def three_puzzles(*args):
         episodes = []
         for text in (SEVEN.f, NEGATIVE_ROOT.f, GOOD_MORNING.f):
@@ -330,8 +306,9 @@ class PuzzleAnsweringLLM(ScriptedLLM):
         self.sampling, self.chat = sampling, chat
 
 
-def test_gif_mcts_solver_difficulty_is_calls_to_solution(tmp_path, stream_model, char_tokenizer, valid_puzzles,
-                                                         monkeypatch):
+def test_gif_mcts_solver_difficulty_is_calls_to_solution(
+    tmp_path, stream_model, char_tokenizer, valid_puzzles, monkeypatch
+):
     llms: list[PuzzleAnsweringLLM] = []
 
     def solver_llm(*args, **kwargs) -> PuzzleAnsweringLLM:
@@ -379,28 +356,15 @@ class CoinLLM(ScriptedLLM):
 
 
 @pytest.mark.parametrize("strategy", ["few-shot", "worldcoder"])
-def test_resume_continues_the_solvers_random_stream(tmp_path, stream_model, char_tokenizer, valid_puzzles,
-                                                    monkeypatch, strategy):
+def test_resume_continues_the_solvers_random_stream(
+    tmp_path, stream_model, char_tokenizer, valid_puzzles, monkeypatch, strategy
+):
     monkeypatch.setattr("codeplay_lightning.train.HFLLM", CoinLLM)
     overrides = (f"solver.strategy={strategy}", "solver.attempts=4", "ppo.ppo_epochs=1")
     straight = run(tmp_path / "straight", stream_model, char_tokenizer, "trainer.iterations=4", *overrides)
     run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=2", *overrides)
-    resumed = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=4", *overrides,
-                  resume="auto")
+    resumed = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=4", *overrides, resume="auto")
 
     difficulties = [(p["puzzle"], p["D"]) for p in read_puzzles(straight)]
     assert len({d for text, d in difficulties if text == SEVEN.f}) > 1  # D depends on the Solver's draws
     assert [(p["puzzle"], p["D"]) for p in read_puzzles(resumed)] == difficulties
-
-
-@pytest.mark.parametrize("precision, dtype", [("bf16-mixed", torch.bfloat16), ("32-true", None)])
-def test_the_rollout_keeps_the_trainers_precision_with_the_cast_cache_on(precision, dtype):
-    from lightning.pytorch.plugins.precision import MixedPrecision, Precision
-
-    from codeplay_lightning.setter.rollout_callback import rollout_precision
-
-    plugin = MixedPrecision(precision, "cpu") if dtype else Precision()
-    with rollout_precision(plugin):
-        assert torch.is_autocast_enabled("cpu") == (dtype is not None)
-        if dtype:
-            assert torch.get_autocast_dtype("cpu") == dtype and torch.is_autocast_cache_enabled()

@@ -20,8 +20,8 @@ block = bytearray(200 << 20)
 del block
 
 class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = MallInfo2
@@ -30,8 +30,9 @@ print(json.dumps({"kept": kept, "free_in_heap": libc.mallinfo2().fordblks}))
 
 
 def free_a_large_block(mode: str) -> dict:
-    completed = subprocess.run([sys.executable, "-c", FREE_A_LARGE_BLOCK, mode], capture_output=True, text=True,
-                               check=True)
+    completed = subprocess.run(
+        [sys.executable, "-c", FREE_A_LARGE_BLOCK, mode], capture_output=True, text=True, check=True
+    )
     return json.loads(completed.stdout)
 
 
@@ -58,13 +59,16 @@ def test_without_glibc_it_warns_and_changes_nothing(monkeypatch, caplog):
     assert "not glibc" in caplog.text
 
 
-@pytest.mark.parametrize("argv, cuda, kept", [
-    (["verify", "no-such-file.jsonl"], False, False),  # a command that trains nothing
-    (["train", "configs/smoke.yaml", "trainer.accelerator=cpu"], True, True),
-    (["train", "configs/smoke.yaml", "trainer.accelerator=gpu"], False, False),
-    (["train", "configs/smoke.yaml", "trainer.accelerator=auto"], False, True),
-    (["train", "configs/smoke.yaml", "trainer.accelerator=auto"], True, False),
-])
+@pytest.mark.parametrize(
+    "argv, cuda, kept",
+    [
+        (["verify", "no-such-file.jsonl"], False, False),  # a command that trains nothing
+        (["train", "configs/smoke.yaml", "trainer.accelerator=cpu"], True, True),
+        (["train", "configs/smoke.yaml", "trainer.accelerator=gpu"], False, False),
+        (["train", "configs/smoke.yaml", "trainer.accelerator=auto"], False, True),
+        (["train", "configs/smoke.yaml", "trainer.accelerator=auto"], True, False),
+    ],
+)
 def test_only_training_on_the_cpu_keeps_freed_memory(monkeypatch, caplog, argv, cuda, kept):
     """On a GPU the tensors are on the device: kept host memory would only hold each rank's peak until exit."""
     import torch

@@ -9,18 +9,22 @@ from pathlib import Path
 import pytest
 from support import ScriptedLLM
 
-from codeplay_lightning.search import AppsTask, Evaluation, GifMcts, GifMctsConfig, load_apps, run_searches
+from codeplay_lightning.search import AppsTask, Feedback, GifMcts, GifMctsConfig, load_apps, run_searches
 from codeplay_lightning.search.gif_mcts import IMPROVE
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "apps"
 
 PAIR_SUMS = "t = int(input())\nfor _ in range(t):\n    a, b = map(int, input().split())\n    print(a + b)\n"
-PAIR_SUMS_BYTES = ("import sys\nnumbers = sys.stdin.buffer.read().split()\n"
-                   "for i in range(int(numbers[0])):\n"
-                   "    sys.stdout.buffer.write(b'%d\\n' % (int(numbers[2 * i + 1]) + int(numbers[2 * i + 2])))\n")
-LONGEST_RUN = ("class Solution:\n    def longest_run(self, nums: List[int]) -> int:\n        best = run = 0\n"
-               "        for i, x in enumerate(nums):\n            run = run + 1 if i and nums[i - 1] == x else 1\n"
-               "            best = max(best, run)\n        return best\n")
+PAIR_SUMS_BYTES = (
+    "import sys\nnumbers = sys.stdin.buffer.read().split()\n"
+    "for i in range(int(numbers[0])):\n"
+    "    sys.stdout.buffer.write(b'%d\\n' % (int(numbers[2 * i + 1]) + int(numbers[2 * i + 2])))\n"
+)
+LONGEST_RUN = (
+    "class Solution:\n    def longest_run(self, nums: List[int]) -> int:\n        best = run = 0\n"
+    "        for i, x in enumerate(nums):\n            run = run + 1 if i and nums[i - 1] == x else 1\n"
+    "            best = max(best, run)\n        return best\n"
+)
 REVERSE_WORDS = "def reverse_words(sentence):\n    return ' '.join(reversed(sentence.split()))\n"
 WITH_DEMO = REVERSE_WORDS + "\nif __name__ == '__main__':\n    print(reverse_words(input()))\n"  # would fail if run
 
@@ -36,20 +40,27 @@ def write_problem(directory: Path, inputs: list, outputs: list, fn_name: str | N
 @pytest.fixture
 def double(tmp_path, sandbox) -> AppsTask:
     numbers = range(1, 7)
-    return AppsTask(write_problem(tmp_path / "double", [f"{n}\n" for n in numbers], [f"{2 * n}\n" for n in numbers]),
-                    sandbox)
+    return AppsTask(
+        write_problem(tmp_path / "double", [f"{n}\n" for n in numbers], [f"{2 * n}\n" for n in numbers]), sandbox
+    )
 
 
 # ---------------------------------------------------------------- scores and failing examples
 
 
-@pytest.mark.parametrize("problem, solution", [
-    ("pair_sums", PAIR_SUMS), ("pair_sums", PAIR_SUMS_BYTES), ("longest_run", LONGEST_RUN),
-    ("reverse_words", REVERSE_WORDS), ("reverse_words", WITH_DEMO),
-])
+@pytest.mark.parametrize(
+    "problem, solution",
+    [
+        ("pair_sums", PAIR_SUMS),
+        ("pair_sums", PAIR_SUMS_BYTES),
+        ("longest_run", LONGEST_RUN),
+        ("reverse_words", REVERSE_WORDS),
+        ("reverse_words", WITH_DEMO),
+    ],
+)
 def test_a_correct_solution_scores_1(sandbox, problem, solution):
     evaluation = AppsTask(FIXTURES / problem, sandbox).evaluate(solution)
-    assert evaluation == Evaluation(1.0, buggy=False)
+    assert evaluation == Feedback(1.0, buggy=False)
 
 
 def test_a_partly_right_solution_shows_its_first_failing_example_from_the_first_half(double):
@@ -61,13 +72,16 @@ def test_a_partly_right_solution_shows_its_first_failing_example_from_the_first_
 def test_failures_in_the_second_half_only_are_reported_without_the_tests(double):
     evaluation = double.evaluate("n = int(input())\nprint(2 * n if n < 5 else 0)\n")  # fails tests 4 and 5
     assert (evaluation.score, evaluation.buggy) == (4 / 6, False)
-    assert evaluation.failing_example == ("The program passes all 3 tests that can be shown, but fails 2 of the 3 "
-                                          "hidden tests. Look for cases it does not handle yet.")
+    assert evaluation.failing_example == (
+        "The program passes all 3 tests that can be shown, but fails 2 of the 3 "
+        "hidden tests. Look for cases it does not handle yet."
+    )
 
 
 def test_a_call_based_failing_example_shows_the_call_and_the_returned_value(sandbox):
     evaluation = AppsTask(FIXTURES / "longest_run", sandbox).evaluate(
-        "class Solution:\n    def longest_run(self, nums):\n        return len(nums)\n")
+        "class Solution:\n    def longest_run(self, nums):\n        return len(nums)\n"
+    )
     assert evaluation.score == 3 / 5
     assert evaluation.failing_example == "Input:\nlongest_run([1, 1, 2, 2, 2, 3])\nExpected:\n[3]\nGot:\n6"
 
@@ -84,7 +98,8 @@ def test_a_crash_on_one_test_keeps_the_score_and_shows_the_programs_own_tracebac
     assert (evaluation.score, evaluation.buggy, evaluation.error) == (5 / 6, False, "")
     assert evaluation.failing_example == (
         'Input:\n2\nExpected:\n4\nGot:\nTraceback (most recent call last):\n  File "<solution>", line 2, in '
-        "<module>\n    print(2 * n // (n != 2))\nZeroDivisionError: integer division or modulo by zero")
+        "<module>\n    print(2 * n // (n != 2))\nZeroDivisionError: integer division or modulo by zero"
+    )
 
 
 def test_a_syntax_error_is_buggy(double):
@@ -133,8 +148,7 @@ def test_a_returned_tuple_compares_as_a_list_as_in_apps(tmp_path, sandbox):
 
 def test_the_description_says_how_the_program_is_called(sandbox):
     longest_run, pair_sums, reverse_words = load_apps(FIXTURES, sandbox)
-    assert pair_sums.root_code == "" and pair_sums.description.endswith(
-        "print the output to standard output (stdout).")
+    assert pair_sums.root_code == "" and pair_sums.description.endswith("print the output to standard output (stdout).")
     assert pair_sums.generate_prompt(pair_sums.root_code).endswith("## Program\n```python\n")
     starter = "class Solution:\n    def longest_run(self, nums: List[int]) -> int:\n        "
     assert longest_run.root_code == starter and "`Solution().longest_run(...)`" in longest_run.description
@@ -155,21 +169,39 @@ def test_a_directory_of_problems_loads_in_name_order(tmp_path, sandbox):
     assert single.name == "pair_sums" and single.tests[1] == ("1\n-5 5", "0")  # lists of lines are joined
 
 
-@pytest.mark.parametrize("spoil, message", [
-    (lambda problem: (problem / "question.txt").unlink(), "no question.txt"),
-    (lambda problem: (problem / "input_output.json").unlink(), "no input_output.json"),
-    (lambda problem: (problem / "input_output.json").write_text("{"), "input_output.json is not JSON"),
-    (lambda problem: (problem / "input_output.json").write_text('{"inputs": ["1"]}'), 'lists "inputs" and "outputs"'),
-    (lambda problem: (problem / "input_output.json").write_text('{"inputs": ["1", "2"], "outputs": ["1"]}'),
-     "2 inputs but 1 outputs"),
-    (lambda problem: (problem / "input_output.json").write_text('{"inputs": [], "outputs": []}'), "no tests"),
-    (lambda problem: (problem / "input_output.json").write_text('{"inputs": [1], "outputs": ["1"]}'),
-     "must be text"),
-    (lambda problem: (problem / "input_output.json").write_text('{"inputs": [1], "outputs": [1], "fn_name": "f"}'),
-     "list of its arguments"),
-    (lambda problem: (problem / "input_output.json").write_text('{"inputs": [[1]], "outputs": [1], "fn_name": "a b"}'),
-     "is not a Python name"),
-])
+@pytest.mark.parametrize(
+    "spoil, message",
+    [
+        (lambda problem: (problem / "question.txt").unlink(), "no question.txt"),
+        (lambda problem: (problem / "input_output.json").unlink(), "no input_output.json"),
+        (lambda problem: (problem / "input_output.json").write_text("{"), "input_output.json is not JSON"),
+        (
+            lambda problem: (problem / "input_output.json").write_text('{"inputs": ["1"]}'),
+            'lists "inputs" and "outputs"',
+        ),
+        (
+            lambda problem: (problem / "input_output.json").write_text('{"inputs": ["1", "2"], "outputs": ["1"]}'),
+            "2 inputs but 1 outputs",
+        ),
+        (lambda problem: (problem / "input_output.json").write_text('{"inputs": [], "outputs": []}'), "no tests"),
+        (
+            lambda problem: (problem / "input_output.json").write_text('{"inputs": [1], "outputs": ["1"]}'),
+            "must be text",
+        ),
+        (
+            lambda problem: (problem / "input_output.json").write_text(
+                '{"inputs": [1], "outputs": [1], "fn_name": "f"}'
+            ),
+            "list of its arguments",
+        ),
+        (
+            lambda problem: (problem / "input_output.json").write_text(
+                '{"inputs": [[1]], "outputs": [1], "fn_name": "a b"}'
+            ),
+            "is not a Python name",
+        ),
+    ],
+)
 def test_a_malformed_problem_is_a_one_line_error_naming_its_directory(tmp_path, sandbox, spoil, message):
     problem = write_problem(tmp_path / "broken_problem", ["1\n"], ["1\n"])
     spoil(problem)

@@ -28,13 +28,16 @@ def read_verdicts(path: Path) -> list[dict]:
 
 
 def test_verify_writes_one_verdict_per_line_and_bad_lines_get_syntax(tmp_path, capsys):
-    source = write_jsonl(tmp_path / "pairs.jsonl", [
-        {"name": "right", "f": F_HELLO, "g": "def g():\n    return 'world'", "extra": 1},
-        {"name": "wrong", "f": F_HELLO, "g": "def g():\n    return 'earth'"},
-        "{not json",
-        {"name": "no_f", "g": "def g():\n    return 1"},
-        {"name": "typed", "f": "def f(x):\n    return x == 3", "g": "def g():\n    return 3.0", "ans_type": "int"},
-    ])
+    source = write_jsonl(
+        tmp_path / "pairs.jsonl",
+        [
+            {"name": "right", "f": F_HELLO, "g": "def g():\n    return 'world'", "extra": 1},
+            {"name": "wrong", "f": F_HELLO, "g": "def g():\n    return 'earth'"},
+            "{not json",
+            {"name": "no_f", "g": "def g():\n    return 1"},
+            {"name": "typed", "f": "def f(x):\n    return x == 3", "g": "def g():\n    return 3.0", "ans_type": "int"},
+        ],
+    )
     out = tmp_path / "out" / "verdicts.jsonl"
     assert main(["verify", str(source), "--out", str(out), "--workers", "1"]) == 0
     verdicts = read_verdicts(out)
@@ -64,8 +67,11 @@ def test_unreadable_file_is_a_one_line_error(tmp_path, capsys):
     assert error.startswith("error: cannot read") and "\n" not in error
 
 
-@pytest.mark.parametrize("option, value", [("--timeout", value) for value in ("nan", "inf", "1e300", "0", "-1", "soon")]
-                         + [("--workers", value) for value in ("0", "257", "1.5", "two")])
+@pytest.mark.parametrize(
+    "option, value",
+    [("--timeout", value) for value in ("nan", "inf", "1e300", "0", "-1", "soon")]
+    + [("--workers", value) for value in ("0", "257", "1.5", "two")],
+)
 def test_a_bad_sandbox_option_is_refused_before_anything_runs(tmp_path, capsys, option, value):
     source = write_jsonl(tmp_path / "pairs.jsonl", [{"f": F_HELLO, "g": "def g():\n    return 'world'"}])
     with pytest.raises(SystemExit) as exit_info:
@@ -111,15 +117,39 @@ def test_reader_keeps_p3_instances_without_solutions_as_entries_without_g():
 
 
 def test_evaluate_solver_writes_one_result_per_puzzle(tmp_path, tiny_model_dir, capsys):
-    source = write_jsonl(tmp_path / "puzzles.jsonl", [
-        {"name": "hello", "f": F_HELLO, "g": "ignored"},
-        {"name": "three", "f": "def f(x: int):\n    return x == 3"},
-        "{broken",
-    ])
+    source = write_jsonl(
+        tmp_path / "puzzles.jsonl",
+        [
+            {"name": "hello", "f": F_HELLO, "g": "ignored"},
+            {"name": "three", "f": "def f(x: int):\n    return x == 3"},
+            "{broken",
+        ],
+    )
     out = tmp_path / "eval"
-    assert main(["evaluate", "--puzzles", str(source), "--attempts", "2", "--llm", str(tiny_model_dir),
-                 "--fewshot", "2", "--max-new-tokens", "6", "--batch-size", "3", "--dtype", "float32",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--puzzles",
+                str(source),
+                "--attempts",
+                "2",
+                "--llm",
+                str(tiny_model_dir),
+                "--fewshot",
+                "2",
+                "--max-new-tokens",
+                "6",
+                "--batch-size",
+                "3",
+                "--dtype",
+                "float32",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     results = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
     assert [r["name"] for r in results] == ["hello", "three"]
     for result in results:
@@ -139,20 +169,65 @@ def test_evaluate_reads_one_split_of_a_corpus_file(tmp_path, tiny_model_dir):
     assert len(entries) == 12 and {"family", "grade", "split"} <= set(entries[0])
     train = [e["name"] for e in entries if e["split"] == "train"]
     out = tmp_path / "eval"
-    assert main(["evaluate", "--puzzles", str(corpus), "--split", "train", "--limit", "5", "--attempts", "1",
-                 "--llm", str(tiny_model_dir),
-                 "--fewshot", "1", "--max-new-tokens", "4", "--dtype", "float32", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--puzzles",
+                str(corpus),
+                "--split",
+                "train",
+                "--limit",
+                "5",
+                "--attempts",
+                "1",
+                "--llm",
+                str(tiny_model_dir),
+                "--fewshot",
+                "1",
+                "--max-new-tokens",
+                "4",
+                "--dtype",
+                "float32",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
     assert [row["name"] for row in rows] == train[:5]
     assert all(row["group"] == row["name"].split(":")[0] for row in rows)
-    assert main(["evaluate", "--puzzles", str(corpus), "--split", "test", "--llm", str(tiny_model_dir),
-                 "--out", str(out)]) == 2
+    assert (
+        main(["evaluate", "--puzzles", str(corpus), "--split", "test", "--llm", str(tiny_model_dir), "--out", str(out)])
+        == 2
+    )
 
 
 def test_evaluate_setter_reports_rates(tmp_path, tiny_model_dir):
     out = tmp_path / "setter"
-    assert main(["evaluate", "--setter", "3", "--attempts", "1", "--llm", str(tiny_model_dir), "--fewshot", "1",
-                 "--max-new-tokens", "8", "--dtype", "float32", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--setter",
+                "3",
+                "--attempts",
+                "1",
+                "--llm",
+                str(tiny_model_dir),
+                "--fewshot",
+                "1",
+                "--max-new-tokens",
+                "8",
+                "--dtype",
+                "float32",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "puzzles.jsonl").read_text().splitlines()]
     assert summary["puzzles"] == len(rows) == 3
@@ -167,18 +242,25 @@ def test_the_warmstart_alias_without_its_adapter_says_how_to_build_it(tmp_path):
         warmstart_model_dir(tmp_path / "no-adapter")
 
 
-@pytest.mark.parametrize("command", [
-    ["evaluate", "--setter", "1", "--out", "{tmp}/eval"],
-    ["synthesize", "--task", "p3", "bundled", "--limit", "1", "--out", "{tmp}/synthesis"],
-])
-@pytest.mark.parametrize("option, cuda, capability, device, dtype", [
-    ([], False, None, "cpu", "bfloat16"),
-    ([], True, (8, 0), "cuda", "bfloat16"),
-    (["--device", "cuda:1"], True, (7, 5), "cuda:1", "float32"),  # before Ampere bf16 is only emulated
-    (["--device", "cpu", "--dtype", "float32"], True, None, "cpu", "float32"),
-])
-def test_the_device_and_dtype_reach_the_model_loader(tmp_path, monkeypatch, model_loads, command, option, cuda,
-                                                     capability, device, dtype):
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["evaluate", "--setter", "1", "--out", "{tmp}/eval"],
+        ["synthesize", "--task", "p3", "bundled", "--limit", "1", "--out", "{tmp}/synthesis"],
+    ],
+)
+@pytest.mark.parametrize(
+    "option, cuda, capability, device, dtype",
+    [
+        ([], False, None, "cpu", "bfloat16"),
+        ([], True, (8, 0), "cuda", "bfloat16"),
+        (["--device", "cuda:1"], True, (7, 5), "cuda:1", "float32"),  # before Ampere bf16 is only emulated
+        (["--device", "cpu", "--dtype", "float32"], True, None, "cpu", "float32"),
+    ],
+)
+def test_the_device_and_dtype_reach_the_model_loader(
+    tmp_path, monkeypatch, model_loads, command, option, cuda, capability, device, dtype
+):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
@@ -188,11 +270,15 @@ def test_the_device_and_dtype_reach_the_model_loader(tmp_path, monkeypatch, mode
     assert [(load["device"], load["dtype"]) for load in model_loads] == [(device, getattr(torch, dtype))]
 
 
-@pytest.mark.parametrize("device, message", [("gpu", "'gpu' is not a device: auto, cpu, cuda or cuda:N"),
-                                             ("cuda:x", "'cuda:x' is not a device"),
-                                             ("cuda", "'cuda': CUDA is not available")])
-def test_a_bad_device_is_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys, model_loads, device,
-                                                         message):
+@pytest.mark.parametrize(
+    "device, message",
+    [
+        ("gpu", "'gpu' is not a device: auto, cpu, cuda or cuda:N"),
+        ("cuda:x", "'cuda:x' is not a device"),
+        ("cuda", "'cuda': CUDA is not available"),
+    ],
+)
+def test_a_bad_device_is_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys, model_loads, device, message):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -215,9 +301,11 @@ def test_every_command_and_cwm_action_explains_itself(capsys, words):
 
 def test_the_parser_imports_no_torch_transformers_or_lightning():
     """`codeplay verify` and `--help` start fast: only a command that loads a model imports them, when it runs."""
-    check = ("import sys\nfrom codeplay_lightning.cli import build_parser\n"
-             "build_parser().parse_args(['verify', 'pairs.jsonl', '--workers', '3', '--timeout', '2'])\n"
-             "print(sorted({'torch', 'transformers', 'lightning'} & set(sys.modules)))")
+    check = (
+        "import sys\nfrom codeplay_lightning.cli import build_parser\n"
+        "build_parser().parse_args(['verify', 'pairs.jsonl', '--workers', '3', '--timeout', '2'])\n"
+        "print(sorted({'torch', 'transformers', 'lightning'} & set(sys.modules)))"
+    )
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -225,7 +313,10 @@ def test_the_parser_imports_no_torch_transformers_or_lightning():
 def test_evaluate_samples_as_the_configs_do():
     args = build_parser().parse_args(["evaluate", "--setter", "1", "--out", "eval"])
     assert (args.max_new_tokens, args.temperature, args.fewshot) == (
-        SolverConfig.max_new_tokens, SolverConfig.temperature, RolloutConfig.fewshot)
+        SolverConfig.max_new_tokens,
+        SolverConfig.temperature,
+        RolloutConfig.fewshot,
+    )
 
 
 def test_both_synthesis_commands_sample_alike():

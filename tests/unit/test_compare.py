@@ -14,15 +14,30 @@ from codeplay_lightning.cli import main
 from codeplay_lightning.experiments.compare import LAST, SAMPLES, WINDOW, compare, read_run, sample_last, trailing_mean
 
 
-def puzzle(index: int, r_d: float = 0.0, r_n: float = 0.5, text: str | None = None, valid: bool = True,
-           difficulty: float | None = 2.0) -> dict:
-    return {"iteration": index // 10, "index": index, "puzzle": text or f"def f(x: int):\n    return x == {index}",
-            "valid": valid, "reason": "" if valid else "syntax error", "D": difficulty,
-            "R_d": r_d, "R_n": r_n, "R": r_d + r_n}
+def puzzle(
+    index: int,
+    r_d: float = 0.0,
+    r_n: float = 0.5,
+    text: str | None = None,
+    valid: bool = True,
+    difficulty: float | None = 2.0,
+) -> dict:
+    return {
+        "iteration": index // 10,
+        "index": index,
+        "puzzle": text or f"def f(x: int):\n    return x == {index}",
+        "valid": valid,
+        "reason": "" if valid else "syntax error",
+        "D": difficulty,
+        "R_d": r_d,
+        "R_n": r_n,
+        "R": r_d + r_n,
+    }
 
 
-def write_run(root: Path, name: str, records: list[dict], reward: str = "w_difficulty: 1\n  w_novelty: 1",
-              tail: str = "") -> Path:
+def write_run(
+    root: Path, name: str, records: list[dict], reward: str = "w_difficulty: 1\n  w_novelty: 1", tail: str = ""
+) -> Path:
     run_dir = root / name / "version_0"
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(f"name: {name}\nreward:\n  {reward}\ntrainer:\n  iterations: 8\n")
@@ -32,7 +47,7 @@ def write_run(root: Path, name: str, records: list[dict], reward: str = "w_diffi
 
 def test_trailing_mean_matches_a_naive_loop():
     values = list(np.random.default_rng(0).normal(size=650))
-    naive = [np.mean(values[max(0, i - WINDOW + 1):i + 1]) for i in range(len(values))]
+    naive = [np.mean(values[max(0, i - WINDOW + 1) : i + 1]) for i in range(len(values))]
     np.testing.assert_allclose(trailing_mean(values, WINDOW), naive, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(trailing_mean([1, 2, 3, 4], 2), [1, 1.5, 2.5, 3.5])
     assert trailing_mean([], WINDOW).shape == (0,)
@@ -78,8 +93,13 @@ def test_a_missing_puzzles_file_is_a_clear_error(tmp_path):
 
 def test_empty_and_partial_files_give_a_partial_report(tmp_path):
     empty = write_run(tmp_path, "none", [])
-    training = write_run(tmp_path, "novelty", [puzzle(i) for i in range(1, 4)], "w_difficulty: 0\n  w_novelty: 1",
-                         tail='{"iteration": 0, "index": 4, "puzz')
+    training = write_run(
+        tmp_path,
+        "novelty",
+        [puzzle(i) for i in range(1, 4)],
+        "w_difficulty: 0\n  w_novelty: 1",
+        tail='{"iteration": 0, "index": 4, "puzz',
+    )
     result = compare([empty, training], tmp_path / "out")
     assert [run["puzzles"] for run in result["runs"]] == [0, 3]
     assert result["runs"][0]["final"] == {"R_d": None, "R_n": None, "R": None}
@@ -92,8 +112,11 @@ def test_empty_and_partial_files_give_a_partial_report(tmp_path):
 
 def test_figure_and_report_of_two_runs(tmp_path):
     rng = random.Random(0)
-    balanced = write_run(tmp_path, "balanced", [puzzle(i, r_d=rng.random(), text=f"p{i % 40}",
-                                                       difficulty=None if i % 4 else 2.0) for i in range(1, 301)])
+    balanced = write_run(
+        tmp_path,
+        "balanced",
+        [puzzle(i, r_d=rng.random(), text=f"p{i % 40}", difficulty=None if i % 4 else 2.0) for i in range(1, 301)],
+    )
     product = write_run(tmp_path, "product", [puzzle(i, valid=i % 2 == 0) for i in range(1, 121)], "combine: product")
     result = compare([balanced, product], tmp_path / "out", seed=7)
     assert result["panels"] == ["R_d", "R_n", "R"]
@@ -129,8 +152,12 @@ def test_cli_writes_both_files_and_a_missing_run_is_one_line(tmp_path, capsys):
 def test_a_line_cut_by_a_kill_and_continued_by_the_resume_keeps_the_resumed_record(tmp_path):
     cut = json.dumps(puzzle(3))[:30]  # the killed run's last line, without its newline
     records = [puzzle(1), puzzle(2)]
-    run_dir = write_run(tmp_path, "balanced", records, tail=cut + "".join(
-        json.dumps(puzzle(i, text=f"resumed {i}")) + "\n" for i in (3, 4)))
+    run_dir = write_run(
+        tmp_path,
+        "balanced",
+        records,
+        tail=cut + "".join(json.dumps(puzzle(i, text=f"resumed {i}")) + "\n" for i in (3, 4)),
+    )
     run = read_run(run_dir)
     assert [p["puzzle"] for p in run.puzzles[2:]] == ["resumed 3", "resumed 4"]
     assert run.notes == []

@@ -1,6 +1,9 @@
-"""Config validation: settings that would crash a rank or train on the wrong quantity stop with one line."""
+"""Config loading and validation: every config file loads; bad settings (those that would crash a rank or train
+on the wrong quantity among them) stop with one line, before torch is imported."""
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,3 +40,71 @@ def test_the_paper_scale_normalises_novelty_by_p3s_train_split(tmp_path, monkeyp
     assert (reward.reference, reward.reference_split) == ("data/p3/puzzles/puzzles.json", "data/p3/puzzles/split.json")
     without_p3 = ["reward.reference=null", "reward.reference_split=null"]  # our corpus's normaliser, as documented
     assert load_config([CONFIGS / "balanced.yaml", CONFIGS / "paper.yaml"], without_p3).reward.reference is None
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_config_file_loads_and_validates(path):
+    no_p3_clone = ["reward.reference=null", "reward.reference_split=null"] if path.stem == "paper" else []
+    config = load_config([path], no_p3_clone)
+    assert config.name == ("balanced" if path.stem in ("base", "paper") else path.stem)
+    if path.stem in ("none", "difficulty", "novelty", "balanced", "novelty_biased"):
+        weights = {
+            "none": (0, 0),
+            "difficulty": (1, 0),
+            "novelty": (0, 1),
+            "balanced": (1, 1),
+            "novelty_biased": (0.5, 1.5),
+        }[path.stem]
+        assert (config.reward.w_difficulty, config.reward.w_novelty) == weights
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("ppo.nope=1", "Key 'nope' not in 'PPOConfig'"),
+        ("ppo.lr=fast", "could not be converted"),
+        ("rollout.n_envs=0", "must be >= 1"),
+        ("reward.combine=product", "takes no weights"),
+        ("noequals", "not of the form key=value"),
+        ("solver.strategy=beam", r"expected one of \['few-shot', 'gif-mcts', 'worldcoder'\]"),
+        ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
+        ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
+        ("sandbox.workers=0", "sandbox.workers must be a whole number from 1 to 256"),
+        ("model.name='not a model!'", "is neither smollm2-135m, smollm2-135m-sft, a local directory nor a hub id"),
+    ],
+)
+def test_bad_overrides_are_one_line_errors(override, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config([CONFIGS / "novelty_biased.yaml"], [override])
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("ppo: [1, 2\n", "is not valid YAML"),
+        ("- ppo\n- lr\n", "must hold a mapping of keys"),
+    ],
+)
+def test_bad_config_files_are_one_line_errors_before_torch_loads(tmp_path, text, message):
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config([tmp_path / "bad.yaml"])
+    assert "\n" not in str(error.value)
+    check = (
+        "import sys\nfrom codeplay_lightning.cli import main\nstatus = main(['train', sys.argv[1]])\n"
+        "assert 'torch' not in sys.modules\nsys.exit(status)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", check, str(tmp_path / "bad.yaml")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().startswith("error:") and message in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("preset", ["difficulty", "novelty"])
+def test_the_paper_scale_keeps_the_weight_presets_run_name_and_root(preset):
+    config = load_config(
+        [CONFIGS / f"{preset}.yaml", CONFIGS / "paper.yaml"], ["reward.reference=null", "reward.reference_split=null"]
+    )  # no P3 clone here
+    assert (config.name, config.trainer.run_root) == (preset, "runs/paper")

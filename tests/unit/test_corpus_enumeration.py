@@ -47,7 +47,7 @@ ENUMERABLE = {
 def test_enumerating_solution_returns_the_least_number_f_accepts(f):
     g = enumerating_solution(f)
     check = defined(f, "f")
-    naive = next(n for n in range(10 ** 6) if check(n))
+    naive = next(n for n in range(10**6) if check(n))
     assert defined(g, "g")() == naive
     assert g.startswith("def g():\n") and "range(10 ** 6)" in g
 
@@ -66,8 +66,7 @@ def test_enumerating_solution_of_a_text_returns_the_first_string_over_f_letters_
     g = enumerating_solution(f)
     check = defined(f, "f")
     letters = sorted({c for text in re.findall(r'"([^"]*)"', f) for c in text})
-    naive = next(s for n in itertools.count(1) for s in map("".join, itertools.product(letters, repeat=n))
-                 if check(s))
+    naive = next(s for n in itertools.count(1) for s in map("".join, itertools.product(letters, repeat=n)) if check(s))
     assert defined(g, "g")() == naive
     assert f'product("{"".join(letters)}", repeat=n)' in g
 
@@ -81,15 +80,18 @@ def test_constants_that_do_not_read_the_answer_are_set_once_before_the_loop():
     assert rebuilt.index("for i in range") < rebuilt.index("a, b = 1, 1")
 
 
-@pytest.mark.parametrize("f", [
-    "def f(s: str):\n    return len(s) == 3",  # a text without string constants to draw letters from
-    "def f(xs: List[int]):\n    return sum(xs) == 3",  # neither a number nor a text
-    "def f(n: int, m: int):\n    return n + m == 3",  # two arguments
-    "def f(n: int, m: int, k=1):\n    return n + m == k",  # two arguments without defaults
-    "def f(n):\n    return n == 3",  # no annotation
-    "def f(n: int):\n    n = n * 2\n    return n == 8",  # changes its argument
-    "def f(n: int):\n    assert n > 2",  # no final return
-])
+@pytest.mark.parametrize(
+    "f",
+    [
+        "def f(s: str):\n    return len(s) == 3",  # a text without string constants to draw letters from
+        "def f(xs: List[int]):\n    return sum(xs) == 3",  # neither a number nor a text
+        "def f(n: int, m: int):\n    return n + m == 3",  # two arguments
+        "def f(n: int, m: int, k=1):\n    return n + m == k",  # two arguments without defaults
+        "def f(n):\n    return n == 3",  # no annotation
+        "def f(n: int):\n    n = n * 2\n    return n == 8",  # changes its argument
+        "def f(n: int):\n    assert n > 2",  # no final return
+    ],
+)
 def test_enumerating_solution_is_none_where_it_cannot_be_written(f):
     assert enumerating_solution(f) is None
 
@@ -98,15 +100,19 @@ def test_the_corpus_keeps_an_enumeration_only_when_it_passes_and_trains_on_both_
     def instance(f: str, g: str, ans_type: str) -> Instance:
         return Instance("hand", "numbers", 1, f, g, ans_type)
 
-    instances = [instance("def f(n: int):\n    return n * n == 49", "def g():\n    return 7", "int"),
-                 instance("def f(n: int):\n    return n == 10 ** 7", "def g():\n    return 10 ** 7", "int"),
-                 instance('def f(s: str):\n    return s == "ab"', 'def g():\n    return "ab"', "str")]
+    instances = [
+        instance("def f(n: int):\n    return n * n == 49", "def g():\n    return 7", "int"),
+        instance("def f(n: int):\n    return n == 10 ** 7", "def g():\n    return 10 ** 7", "int"),
+        instance('def f(s: str):\n    return s == "ab"', 'def g():\n    return "ab"', "str"),
+    ]
     with Sandbox(workers=1, timeout=2.0) as sandbox:
         kept = with_enumerations(instances, sandbox)
     assert [bool(one.enumerating_g) for one in kept] == [True, False, True]
     corpus = tmp_path / "corpus.json"
     corpus.write_text(json.dumps([p3_entry(one, index) for index, one in enumerate(kept)]))
     trained = training_puzzles([corpus])
-    assert [puzzle.solutions[0] for puzzle in trained if puzzle.f == instances[0].f] == \
-        [instances[0].g, kept[0].enumerating_g]
+    assert [puzzle.solutions[0] for puzzle in trained if puzzle.f == instances[0].f] == [
+        instances[0].g,
+        kept[0].enumerating_g,
+    ]
     assert len(trained) == 5

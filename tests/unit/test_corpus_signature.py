@@ -25,16 +25,18 @@ def test_leading_literals_move_into_the_signature_in_order_and_f_accepts_the_sam
     assert any(after(i) for i in range(8))
 
 
-@pytest.mark.parametrize("f", [
-    "def f(n: int):\n    return n == 3",  # no constants
-    "def f(n: int):\n    m = abs(-3)\n    return n == m",  # computed, not a literal
-    "def f(n: int):\n    n = 3\n    return n == 3",  # would rebind the answer
-    "def f(n: int):\n    a = 1\n    for _ in range(n):\n        a *= 2\n    return a == 8",  # state, not a constant
-    "def f(n: int):\n    a, b = 1, abs(2)\n    return n == a + b",  # one side computed
-    "def f(\n    n: int,\n):\n    m = 3\n    return n == m",  # parameters over several lines
-    "def f(s: str):\n    t = 'ab'\n    t = 'cd'\n    return s == t",  # assigned again
-    "def f(s: str):\n    return s == 'ab'",  # the constant sits in the return
-])
+@pytest.mark.parametrize(
+    "f",
+    [
+        "def f(n: int):\n    return n == 3",  # no constants
+        "def f(n: int):\n    m = abs(-3)\n    return n == m",  # computed, not a literal
+        "def f(n: int):\n    n = 3\n    return n == 3",  # would rebind the answer
+        "def f(n: int):\n    a = 1\n    for _ in range(n):\n        a *= 2\n    return a == 8",  # state, not a constant
+        "def f(n: int):\n    a, b = 1, abs(2)\n    return n == a + b",  # one side computed
+        "def f(\n    n: int,\n):\n    m = 3\n    return n == m",  # parameters over several lines
+        "def f(s: str):\n    t = 'ab'\n    t = 'cd'\n    return s == t",  # assigned again
+        "def f(s: str):\n    return s == 'ab'",  # the constant sits in the return
+    ],
+)
 def test_f_is_unchanged_without_a_leading_constant_it_could_lift(f):
     assert constants_as_defaults(f) == f
-

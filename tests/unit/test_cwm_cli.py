@@ -37,37 +37,62 @@ def test_score_the_example_and_the_true_environment(data, capsys):
 
 
 def test_plan_writes_r(data, tmp_path):
-    assert main(["cwm", "plan", "--env", "CartPole-v1", "--program", EXAMPLE, "--episodes", "1",
-                 "--out", str(tmp_path)]) == 0
+    assert (
+        main(["cwm", "plan", "--env", "CartPole-v1", "--program", EXAMPLE, "--episodes", "1", "--out", str(tmp_path)])
+        == 0
+    )
     record = json.loads((tmp_path / "planning.json").read_text())
     assert record["model_bug"] == "" and len(record["model_returns"]) == 1 and record["settings"]["samples"] == 100
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["cwm", "score", "--data", "{data}", "--env", "Pong-v0", "--true-env"], "unknown environment 'Pong-v0'"),
-    (["cwm", "score", "--data", "{data}", "--env", "Acrobot-v1", "--true-env"], "run `codeplay cwm build"),
-    (["cwm", "score", "--data", "{data}", "--env", "CartPole-v1", "--program", "pyproject.toml"],
-     "defines no class Environment"),
-    (["cwm", "build", "--out", "{data}/x", "--envs", "Taxi-v3", "--official", "{data}"], "holds no"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["cwm", "score", "--data", "{data}", "--env", "Pong-v0", "--true-env"], "unknown environment 'Pong-v0'"),
+        (["cwm", "score", "--data", "{data}", "--env", "Acrobot-v1", "--true-env"], "run `codeplay cwm build"),
+        (
+            ["cwm", "score", "--data", "{data}", "--env", "CartPole-v1", "--program", "pyproject.toml"],
+            "defines no class Environment",
+        ),
+        (["cwm", "build", "--out", "{data}/x", "--envs", "Taxi-v3", "--official", "{data}"], "holds no"),
+    ],
+)
 def test_bad_input_is_one_line(data, capsys, argv, message):
     assert main([item.replace("{data}", str(data)) for item in argv]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error:") and message in error and "\n" not in error
 
 
-@pytest.mark.parametrize("option, cuda, capability, device, dtype", [
-    ([], False, None, "cpu", "bfloat16"),
-    ([], True, (8, 0), "cuda", "bfloat16"),
-    (["--device", "cuda"], True, (7, 0), "cuda", "float32"),  # before Ampere bf16 is only emulated
-    (["--device", "cpu"], True, None, "cpu", "bfloat16"),
-])
-def test_synthesize_loads_the_model_on_the_device_in_a_dtype_it_runs(data, monkeypatch, model_loads, option, cuda,
-                                                                     capability, device, dtype):
+@pytest.mark.parametrize(
+    "option, cuda, capability, device, dtype",
+    [
+        ([], False, None, "cpu", "bfloat16"),
+        ([], True, (8, 0), "cuda", "bfloat16"),
+        (["--device", "cuda"], True, (7, 0), "cuda", "float32"),  # before Ampere bf16 is only emulated
+        (["--device", "cpu"], True, None, "cpu", "bfloat16"),
+    ],
+)
+def test_synthesize_loads_the_model_on_the_device_in_a_dtype_it_runs(
+    data, monkeypatch, model_loads, option, cuda, capability, device, dtype
+):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: capability)
-    assert main(["cwm", "synthesize", "--data", str(data), "--env", "CartPole-v1", "--out", str(data / "synthesis"),
-                 *option]) == 2
+    assert (
+        main(
+            [
+                "cwm",
+                "synthesize",
+                "--data",
+                str(data),
+                "--env",
+                "CartPole-v1",
+                "--out",
+                str(data / "synthesis"),
+                *option,
+            ]
+        )
+        == 2
+    )
     assert [(load["device"], load["dtype"]) for load in model_loads] == [(device, getattr(torch, dtype))]

@@ -15,8 +15,7 @@ pytest.importorskip("gymnasium")
 
 @pytest.fixture(scope="module")
 def collected() -> dict[str, Transitions]:
-    return {env_id: collect(env_id, seed=0) for env_id in ("CartPole-v1", "MountainCar-v0", "Pendulum-v1",
-                                                           "Taxi-v3")}
+    return {env_id: collect(env_id, seed=0) for env_id in ("CartPole-v1", "MountainCar-v0", "Pendulum-v1", "Taxi-v3")}
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "MountainCar-v0", "Pendulum-v1", "Taxi-v3"])

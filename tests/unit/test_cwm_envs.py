@@ -12,17 +12,33 @@ gymnasium = pytest.importorskip("gymnasium")
 
 
 def test_the_table_is_the_papers_18_environments_in_order():
-    assert list(ENVS)[:6] == ["Blackjack-v1", "CliffWalking-v0", "Taxi-v3", "CartPole-v1", "MountainCar-v0",
-                              "Acrobot-v1"]
+    assert list(ENVS)[:6] == [
+        "Blackjack-v1",
+        "CliffWalking-v0",
+        "Taxi-v3",
+        "CartPole-v1",
+        "MountainCar-v0",
+        "Acrobot-v1",
+    ]
     assert len(ENVS) == 18 and list(ENVS)[-1] == "HumanoidStandup-v4"
     assert [spec.discrete_actions for spec in ENVS.values()] == [True] * 6 + [False] * 12
     assert [spec.planner for spec in ENVS.values()] == ["mcts"] * 6 + ["cem"] * 12
     assert sum(spec.mujoco for spec in ENVS.values()) == 11
     assert {env_id: spec.observation_kind for env_id, spec in list(ENVS.items())[:7]} == {
-        "Blackjack-v1": "tuple", "CliffWalking-v0": "int", "Taxi-v3": "int", "CartPole-v1": "float32",
-        "MountainCar-v0": "float32", "Acrobot-v1": "float32", "Pendulum-v1": "float32"}
+        "Blackjack-v1": "tuple",
+        "CliffWalking-v0": "int",
+        "Taxi-v3": "int",
+        "CartPole-v1": "float32",
+        "MountainCar-v0": "float32",
+        "Acrobot-v1": "float32",
+        "Pendulum-v1": "float32",
+    }
     assert {env_id: ENVS[env_id].max_steps for env_id in ("Blackjack-v1", "Taxi-v3", "Reacher-v4", "Ant-v4")} == {
-        "Blackjack-v1": 100, "Taxi-v3": 200, "Reacher-v4": 50, "Ant-v4": 1000}
+        "Blackjack-v1": 100,
+        "Taxi-v3": 200,
+        "Reacher-v4": 50,
+        "Ant-v4": 1000,
+    }
 
 
 @pytest.mark.parametrize("env_id", ["CliffWalking-v0", "Acrobot-v1", "Pusher-v4", "Humanoid-v4"])
@@ -92,5 +108,6 @@ def test_clean_docstring_on_every_kind_of_header_and_link():
         ## Version History
         * v0
         """
-    assert clean_docstring(docstring) == ("Intro, kept.\n\n## Description\nSee the paper, the docs,\n[1] and .\n"
-                                          "## Reward:\n-1 per step.\n")
+    assert clean_docstring(docstring) == (
+        "Intro, kept.\n\n## Description\nSee the paper, the docs,\n[1] and .\n## Reward:\n-1 per step.\n"
+    )

@@ -45,8 +45,7 @@ def test_malformed_results_are_bugs_naming_the_problem(numpy_sandbox, case):
 
 
 def test_an_exception_is_a_bug_with_the_model_line(numpy_sandbox):
-    code = CARTPOLE_MODEL.replace("force = self.force if action == 1 else -self.force",
-                                  "force = self.forces[action]")
+    code = CARTPOLE_MODEL.replace("force = self.force if action == 1 else -self.force", "force = self.forces[action]")
     bug = predict(numpy_sandbox, code, cartpole_rollout(5))
     line = next(number for number, text in enumerate(code.splitlines(), 1) if "self.forces[action]" in text)
     assert isinstance(bug, Bug) and "AttributeError" in bug.detail and f"line {line}," in bug.detail
@@ -56,7 +55,9 @@ def test_the_bug_is_that_of_the_first_transition_that_failed(numpy_sandbox):
     """Transitions 3 and 4 both raise, 4 at once and 3 after a while: the bug is 3's all the same."""
     data = cartpole_rollout(8)
     third, fourth = (data.observations[i].tolist() for i in (3, 4))
-    code = CARTPOLE_MODEL + f"""
+    code = (
+        CARTPOLE_MODEL
+        + f"""
 import time
 
 _Right = Environment
@@ -71,6 +72,7 @@ class Environment(_Right):
         if self.state.tolist() == {fourth!r}:
             raise ValueError("transition 4")
 """
+    )
     bug = predict(numpy_sandbox, code, data)
     line = next(number for number, text in enumerate(code.splitlines(), 1) if '"transition 3"' in text)
     assert isinstance(bug, Bug) and bug.kind == "error" and f"line {line}," in bug.detail

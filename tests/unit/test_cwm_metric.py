@@ -17,10 +17,20 @@ def transitions(kind: str, n: int = 40, dimension: int = 3, seed: int = 0) -> Tr
     observations = rng.integers(0, 9, (n, dimension)) if integer else rng.normal(size=(n, dimension))
     next_observations = rng.integers(0, 9, (n, dimension)) if integer else rng.normal(size=(n, dimension))
     terminated, truncated = rng.random(n) < 0.15, rng.random(n) < 0.1
-    return Transitions("Test-v0", kind, True, observations.astype(np.float64), rng.integers(0, 2, n),
-                       next_observations.astype(np.float64), rng.choice([-1.0, 0.0, 20.0], n).astype(np.float32),
-                       terminated, truncated & ~terminated, np.arange(n) // 10, np.full(n, "search"),
-                       rng.random(n) < 0.1)
+    return Transitions(
+        "Test-v0",
+        kind,
+        True,
+        observations.astype(np.float64),
+        rng.integers(0, 2, n),
+        next_observations.astype(np.float64),
+        rng.choice([-1.0, 0.0, 20.0], n).astype(np.float32),
+        terminated,
+        truncated & ~terminated,
+        np.arange(n) // 10,
+        np.full(n, "search"),
+        rng.random(n) < 0.1,
+    )
 
 
 def perturbed(data: Transitions, seed: int = 1) -> Predictions:
@@ -92,8 +102,11 @@ def test_float32_rewards_cap_the_official_metric_at_two_thirds():
     rng = np.random.default_rng(0)
     true_rewards = -rng.random(200) * 16
     data = transitions("float32", n=200)
-    data.rewards, data.terminated, data.truncated = (true_rewards.astype(np.float32), np.zeros(200, bool),
-                                                     np.zeros(200, bool))
+    data.rewards, data.terminated, data.truncated = (
+        true_rewards.astype(np.float32),
+        np.zeros(200, bool),
+        np.zeros(200, bool),
+    )
     model = Predictions(data.next_observations.copy(), true_rewards, np.zeros(200, bool))
     assert official_accuracy(data, model) == pytest.approx(2 / 3)
     data.unpredictable[:] = False

@@ -15,8 +15,14 @@ from codeplay_lightning.cwm.transitions import Transitions
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cwm_official"
 # env id: (transitions, trajectories, terminated, truncated) per the notes' table (§1.4)
-COUNTS = {"Blackjack-v1": (15, 10, 10, 0), "CartPole-v1": (402, 10, 10, 0), "Taxi-v3": (1574, 10, 5, 5),
-          "MountainCar-v0": (1777, 10, 5, 5), "Pendulum-v1": (1000, 10, 0, 0), "HalfCheetah-v4": (1000, 10, 0, 0)}
+COUNTS = {
+    "Blackjack-v1": (15, 10, 10, 0),
+    "CartPole-v1": (402, 10, 10, 0),
+    "Taxi-v3": (1574, 10, 5, 5),
+    "MountainCar-v0": (1777, 10, 5, 5),
+    "Pendulum-v1": (1000, 10, 0, 0),
+    "HalfCheetah-v4": (1000, 10, 0, 0),
+}
 
 
 def official(env_id: str) -> Transitions:
@@ -26,10 +32,22 @@ def official(env_id: str) -> Transitions:
 @pytest.mark.parametrize("env_id", ["Blackjack-v1", "CartPole-v1"])
 def test_the_reader_gives_the_converted_fixture(env_id):
     read, stored = read_official_buffer(FIXTURES / f"{env_id}.pkl", env_id), official(env_id)
-    assert (read.env_id, read.observation_kind, read.discrete_actions) == (env_id, stored.observation_kind,
-                                                                         stored.discrete_actions)
-    for name in ("observations", "actions", "next_observations", "rewards", "terminated", "truncated", "episodes",
-                 "split", "unpredictable"):
+    assert (read.env_id, read.observation_kind, read.discrete_actions) == (
+        env_id,
+        stored.observation_kind,
+        stored.discrete_actions,
+    )
+    for name in (
+        "observations",
+        "actions",
+        "next_observations",
+        "rewards",
+        "terminated",
+        "truncated",
+        "episodes",
+        "split",
+        "unpredictable",
+    ):
         assert np.array_equal(getattr(read, name), getattr(stored, name)), name
         assert getattr(read, name).dtype == getattr(stored, name).dtype, name
 
@@ -106,10 +124,16 @@ def test_the_true_environment_reproduces_the_official_transitions(env_id):
     assert np.array_equal(states & rewards, ~data.unpredictable)
 
 
-@pytest.mark.parametrize(("env_id", "official_ceiling"), [
-    ("CartPole-v1", 1.0), ("Taxi-v3", 0.9986), ("MountainCar-v0", 0.9986), ("Pendulum-v1", 0.6667),
-    ("HalfCheetah-v4", 0.6633),
-])
+@pytest.mark.parametrize(
+    ("env_id", "official_ceiling"),
+    [
+        ("CartPole-v1", 1.0),
+        ("Taxi-v3", 0.9986),
+        ("MountainCar-v0", 0.9986),
+        ("Pendulum-v1", 0.6667),
+        ("HalfCheetah-v4", 0.6633),
+    ],
+)
 def test_the_true_environment_scores_the_official_ceilings_and_one_under_ours(env_id, official_ceiling):
     """The official metric reproduced: the perfect model's scores measured on the official code's own
     metric (truncation dones, exact float32 rewards, corrupted first MuJoCo transitions); ours: 1."""

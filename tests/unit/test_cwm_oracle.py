@@ -13,8 +13,14 @@ pytest.importorskip("gymnasium")
 
 TOY_TEXT = ["CliffWalking-v0", "Taxi-v3"]
 CLASSIC = ["CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1"]
-MUJOCO_EXACT = ["HalfCheetah-v4", "InvertedPendulum-v4", "InvertedDoublePendulum-v4", "Hopper-v4", "Reacher-v4",
-                "Swimmer-v4"]
+MUJOCO_EXACT = [
+    "HalfCheetah-v4",
+    "InvertedPendulum-v4",
+    "InvertedDoublePendulum-v4",
+    "Hopper-v4",
+    "Reacher-v4",
+    "Swimmer-v4",
+]
 
 
 def rollout(env_id: str, steps: int = 30, seed: int = 0):
@@ -97,8 +103,9 @@ def test_ant_next_observations_are_exact_but_not_its_rewards():
     assert 1e-6 < max(reward_errors) < 0.5
 
 
-@pytest.mark.parametrize("env_id", ["Taxi-v3", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v4", "Reacher-v4",
-                                    "Pusher-v4", "Ant-v4"])
+@pytest.mark.parametrize(
+    "env_id", ["Taxi-v3", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v4", "Reacher-v4", "Pusher-v4", "Ant-v4"]
+)
 def test_a_snapshot_of_the_real_env_continues_exactly_as_the_real_env(env_id):
     """Restored from `TrueModel.snapshot(real env)`, the model's future is the real one bit for bit,
     lagging body positions (Reacher, Pusher, Ant) and solver warm start included; and a model's own
@@ -108,8 +115,9 @@ def test_a_snapshot_of_the_real_env_continues_exactly_as_the_real_env(env_id):
     env, model, rng = make(env_id), TrueModel(env_id), np.random.default_rng(1)
     env.reset(seed=3)
     space = env.action_space
-    actions = [int(rng.integers(space.n)) if hasattr(space, "n") else rng.uniform(space.low, space.high)
-               for _ in range(25)]
+    actions = [
+        int(rng.integers(space.n)) if hasattr(space, "n") else rng.uniform(space.low, space.high) for _ in range(25)
+    ]
     for action in actions[:5]:
         env.step(action)
     model.restore(TrueModel.snapshot(env))

@@ -29,8 +29,10 @@ def test_normalised_return_against_its_definition():
     assert value == pytest.approx((6.5 - 2.0) / (11.0 - 2.0))
     rng = np.random.default_rng(0)  # the same resampling, written out
     resampled = []
-    means = [np.asarray(group)[rng.integers(2, size=(1000, 2))].mean(axis=1)
-             for group in (random_returns, true_returns, model_returns)]
+    means = [
+        np.asarray(group)[rng.integers(2, size=(1000, 2))].mean(axis=1)
+        for group in (random_returns, true_returns, model_returns)
+    ]
     for r, t, m in zip(*means):
         resampled.append(float("nan") if abs(t - r) <= 1e-9 else (m - r) / (t - r))
     assert error == pytest.approx(float(np.nanstd(resampled)))
@@ -39,8 +41,15 @@ def test_normalised_return_against_its_definition():
 
 def test_the_sandboxed_planner_pushes_a_falling_pole_back(numpy_sandbox):
     """Pole leaning right and falling right: MCTS on the model pushes the cart right (action 1)."""
-    request = {"kind": "float32", "discrete": True, "dimension": 4, "observation": [0.0, 0.0, 0.1, 0.5],
-               "seed": 0, "n_actions": 2, "settings": CPU.mcts()}
+    request = {
+        "kind": "float32",
+        "discrete": True,
+        "dimension": 4,
+        "observation": [0.0, 0.0, 0.1, 0.5],
+        "seed": 0,
+        "n_actions": 2,
+        "settings": CPU.mcts(),
+    }
     (verdict,) = numpy_sandbox.apply([Call(plan_program(CARTPOLE_MODEL), PLAN_ENTRY, request)])
     assert (verdict.status, verdict.value) == ("returned", 1)
     request["observation"] = [0.0, 0.0, -0.1, -0.5]

@@ -9,9 +9,11 @@ from codeplay_lightning.cwm.planners import _Node, _plan_return, _simulate_once,
 
 def corridor(length: int = 6):
     """Walk left (0) or right (1) on 0..length; reaching `length` pays 1 and ends, every step costs 0.01."""
+
     def simulate(state, action):
         position = min(max(state + (1 if action == 1 else -1), 0), length)
         return position, (1.0 if position == length else -0.01), position == length
+
     return simulate
 
 
@@ -60,19 +62,38 @@ def test_cem_finds_the_best_open_loop_plan():
     def simulate(state, action):
         return state + 1, -float(np.sum((action - target[state]) ** 2)), False
 
-    plan = cem_plan(simulate, 0, low=[-2, -2], high=[2, 2], rng=np.random.default_rng(0), horizon=3, iterations=10,
-                    samples=200, elites=20)
+    plan = cem_plan(
+        simulate,
+        0,
+        low=[-2, -2],
+        high=[2, 2],
+        rng=np.random.default_rng(0),
+        horizon=3,
+        iterations=10,
+        samples=200,
+        elites=20,
+    )
     assert plan.shape == (3, 2) and np.abs(plan - target).max() < 0.1
 
 
 def test_cem_stays_within_the_bounds_and_stops_scoring_at_done():
     """A step above 0.9 ends the episode paying 5, any other pays 0.1: rewards after the end do not
     count, so the best of 10 steps ends at the last one (0.9 + 5), never earlier."""
+
     def simulate(state, action):
         return state, (5.0 if action[0] > 0.9 else 0.1), bool(action[0] > 0.9)
 
     assert _plan_return(simulate, 0, np.array([[0.5], [0.95], [0.95]])) == 5.1
-    plan = cem_plan(simulate, 0, low=[0.0], high=[1.0], rng=np.random.default_rng(0), horizon=10, iterations=10,
-                    samples=300, elites=30)
+    plan = cem_plan(
+        simulate,
+        0,
+        low=[0.0],
+        high=[1.0],
+        rng=np.random.default_rng(0),
+        horizon=10,
+        iterations=10,
+        samples=300,
+        elites=30,
+    )
     assert (plan >= 0).all() and (plan <= 1).all()
     assert _plan_return(simulate, 0, plan) >= 5.5

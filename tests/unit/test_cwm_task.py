@@ -49,6 +49,7 @@ def test_improve_sees_the_first_wrong_transition_and_fix_sees_the_line(numpy_san
 def test_worldcoder_repairs_a_model_with_an_llm_that_knows_the_physics(numpy_sandbox, data):
     """The LLM's first model crashes, its fix has the wrong gravity; shown a wrong transition, it
     corrects the gravity."""
+
     def answer(prompt: str) -> str:
         if "## A wrong result" in prompt:
             return f"## Corrected program\n```python\n{CARTPOLE_MODEL}```"

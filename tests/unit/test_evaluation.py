@@ -42,8 +42,11 @@ def result(name: str, passes: list[bool]) -> PuzzleResult:
 
 
 def test_solver_summary_averages_per_puzzle_and_per_group():
-    results = [result("a:0", [True, False, False, False]), result("a:1", [False] * 4),
-               result("b:0", [True, True, True, True])]
+    results = [
+        result("a:0", [True, False, False, False]),
+        result("a:1", [False] * 4),
+        result("b:0", [True, True, True, True]),
+    ]
     summary = solver_summary(results, {"a:0": "a", "a:1": "a", "b:0": "b"})
     assert summary["pass@1"] == pytest.approx((0.25 + 0 + 1) / 3)
     assert summary["pass@4"] == pytest.approx(2 / 3)
@@ -52,8 +55,12 @@ def test_solver_summary_averages_per_puzzle_and_per_group():
 
 
 def test_setter_summary_counts_distinct_valid_texts():
-    texts = ["def f(x: int):\n    return x == 1", "def f(x: int):\n    return  x == 1", "oops",
-             "def f(s: str):\n    return s"]
+    texts = [
+        "def f(x: int):\n    return x == 1",
+        "def f(x: int):\n    return  x == 1",
+        "oops",
+        "def f(s: str):\n    return s",
+    ]
     summary = setter_summary(texts, [True, True, False, True], [True, False, False], [0.5, 0.1, 0.9, 0.3])
     assert summary["valid"] == 0.75 and summary["solved"] == 0.25
     assert summary["solved_of_valid"] == pytest.approx(1 / 3)
@@ -63,10 +70,15 @@ def test_setter_summary_counts_distinct_valid_texts():
 
 def test_the_setter_evaluation_judges_solves_and_scores_novelty_in_sampling_order(sandbox):
     solved = "def f(x: int):\n    return x == 7123"
-    texts = [solved, solved.replace("return ", "return  "), "def f(x):\n    return x",
-             "def f(s: str):\n    return s[::-1] == 'abc'"]
-    solver = FewShotSolver(ScriptedLLM(lambda prompt: "\n    return 7123"), sandbox, fewshot_puzzles()[:1],
-                           SolverConfig(attempts=2))
+    texts = [
+        solved,
+        solved.replace("return ", "return  "),
+        "def f(x):\n    return x",
+        "def f(s: str):\n    return s[::-1] == 'abc'",
+    ]
+    solver = FewShotSolver(
+        ScriptedLLM(lambda prompt: "\n    return 7123"), sandbox, fewshot_puzzles()[:1], SolverConfig(attempts=2)
+    )
     summary, rows = evaluate_setter(texts, solver)
     assert [row["valid"] for row in rows] == [True, True, False, True]
     assert [row["solved"] for row in rows] == [True, True, False, False]

@@ -16,7 +16,7 @@ from support import ScriptedLLM
 
 from codeplay_lightning.puzzles import bundled_puzzles
 from codeplay_lightning.search import (
-    Evaluation,
+    Feedback,
     GifMcts,
     GifMctsConfig,
     Node,
@@ -35,12 +35,12 @@ class FakeTask(DescribedTask):
     description = "a fake task"
     root_code = "def g():\n"
 
-    def evaluate(self, program: str) -> Evaluation:
+    def evaluate(self, program: str) -> Feedback:
         if "BUG" in program:
-            return Evaluation(0.0, buggy=True, error="ZeroDivisionError: boom")
+            return Feedback(0.0, buggy=True, error="ZeroDivisionError: boom")
         scores = re.findall(r"# score ([0-9.]+)", program)
         score = float(scores[-1]) if scores else 0.0
-        return Evaluation(score, buggy=False, failing_example=None if score == 1 else f"wrong answer ({score})")
+        return Feedback(score, buggy=False, failing_example=None if score == 1 else f"wrong answer ({score})")
 
 
 def gen(score: float | str) -> str:
@@ -50,8 +50,9 @@ def gen(score: float | str) -> str:
 
 def rewrite(score: float | str) -> str:
     """An improve / fix completion with a fenced corrected program."""
-    return ("## What went wrong\n...\n## Corrected program\n"
-            f"```python\ndef g():\n    # score {score}\n    return 2\n```\n")
+    return (
+        f"## What went wrong\n...\n## Corrected program\n```python\ndef g():\n    # score {score}\n    return 2\n```\n"
+    )
 
 
 BUG = "    x = 1\n    BUG\n    return x\n"
@@ -111,7 +112,8 @@ def test_uct_choice_priors_and_weight_fit_hand_computed():
     # the estimate now uses the fitted weights
     v_global2, v_local2 = tree.global_value(GENERATE), (0.4 + 0.0) / 2
     assert tree.unexplored_value(tree.root, GENERATE) == pytest.approx(
-        (w_global * v_global2 + w_local * v_local2) / (w_global + w_local))
+        (w_global * v_global2 + w_local * v_local2) / (w_global + w_local)
+    )
 
 
 def test_root_only_generates_and_expansion_adds_a_sibling_of_the_same_type():
@@ -208,10 +210,13 @@ def test_json_records_the_whole_tree():
         for child in node["children"]:
             yield from walk(child)
 
-    recorded = [(node["action"], node["program"], node["score"], node["value"], node["visits"], node["buggy"])
-                for node in walk(data["root"])]
-    assert recorded == [(node.action, node.program, node.score, node.value, node.visits, node.buggy)
-                        for node in tree.root.walk()]
+    recorded = [
+        (node["action"], node["program"], node["score"], node["value"], node["visits"], node["buggy"])
+        for node in walk(data["root"])
+    ]
+    assert recorded == [
+        (node.action, node.program, node.score, node.value, node.visits, node.buggy) for node in tree.root.walk()
+    ]
     assert len(recorded) == 6  # the root + one node per call
 
 
@@ -267,17 +272,22 @@ def test_plain_sampling_is_pass_at_b():
 # ---------------------------------------------------------------- P3Task on a real sandbox
 
 
-@pytest.mark.parametrize("name, correct, wrong, wrong_answer", [
-    ("good_morning", 'def g():\n    return "morning"\n', 'def g():\n    return "evening"\n', "'evening'"),
-    ("negative_square_root", "def g():\n    return -12\n", "def g():\n    return 12\n", "12"),
-])
+@pytest.mark.parametrize(
+    "name, correct, wrong, wrong_answer",
+    [
+        ("good_morning", 'def g():\n    return "morning"\n', 'def g():\n    return "evening"\n', "'evening'"),
+        ("negative_square_root", "def g():\n    return -12\n", "def g():\n    return 12\n", "12"),
+    ],
+)
 def test_p3_task_scores_fails_and_bugs(sandbox, name, correct, wrong, wrong_answer):
     puzzle = next(p for p in bundled_puzzles() if p.name == name)
     task = P3Task(puzzle, sandbox)
-    assert task.evaluate(correct) == Evaluation(1.0, buggy=False)
+    assert task.evaluate(correct) == Feedback(1.0, buggy=False)
     failed = task.evaluate(wrong)
-    example = ("Input:\nnone (g takes no arguments)\nExpected:\nf(answer) to be True\n"
-               f"Got:\ng() returned {wrong_answer}, and f returned False for it")
+    example = (
+        "Input:\nnone (g takes no arguments)\nExpected:\nf(answer) to be True\n"
+        f"Got:\ng() returned {wrong_answer}, and f returned False for it"
+    )
     assert (failed.score, failed.buggy, failed.failing_example) == (0.0, False, example)
     raised = task.evaluate("def g():\n    return 1 // 0\n")
     assert raised.buggy and raised.score == 0.0 and "ZeroDivisionError" in raised.error
@@ -289,8 +299,9 @@ def test_p3_task_scores_fails_and_bugs(sandbox, name, correct, wrong, wrong_answ
 def test_gif_mcts_solves_a_p3_puzzle_through_the_sandbox(sandbox):
     puzzle = next(p for p in bundled_puzzles() if p.name == "negative_square_root")
     # generate: buggy; fix: runs but fails (the chain's value becomes 0); then a fresh root generate wins
-    llm = ScriptedLLM(["    return 1 // 0\n```", "```python\ndef g():\n    return 12\n```",
-                       "    return -12\n```", "    return 0\n"])
+    llm = ScriptedLLM(
+        ["    return 1 // 0\n```", "```python\ndef g():\n    return 12\n```", "    return -12\n```", "    return 0\n"]
+    )
     result = run(GifMcts(P3Task(puzzle, sandbox), GifMctsConfig(budget=4)), llm)
     assert (result.program, result.score, result.calls) == ("def g():\n    return -12\n", 1.0, 3)
 
@@ -309,13 +320,18 @@ def answer_by_hash(prompt: str) -> str:
 
 def test_run_searches_batches_every_search_and_matches_solo_runs():
     def searches():
-        return [make_search("gif-mcts", FakeTask(), budget=6), make_search("gif-mcts", FakeTask(), budget=3),
-                make_search("worldcoder", FakeTask(), budget=5, seed=3), make_search("sample", FakeTask(), budget=4)]
+        return [
+            make_search("gif-mcts", FakeTask(), budget=6),
+            make_search("gif-mcts", FakeTask(), budget=3),
+            make_search("worldcoder", FakeTask(), budget=5, seed=3),
+            make_search("sample", FakeTask(), budget=4),
+        ]
 
     solo = [run_searches([search], ScriptedLLM(answer_by_hash))[0] for search in searches()]
     llm, rounds = ScriptedLLM(answer_by_hash), []
-    together = run_searches(searches(), llm, on_round=lambda all_searches: rounds.append(
-        sum(search.finished for search in all_searches)))
+    together = run_searches(
+        searches(), llm, on_round=lambda all_searches: rounds.append(sum(search.finished for search in all_searches))
+    )
     assert together == solo
     assert llm.batches[0] == 1 + 1 + 1 + 4  # one prompt per tree search, B for plain sampling
     assert len(llm.batches) == max(result.calls for result in solo if result.calls != 4)
@@ -328,13 +344,16 @@ def test_make_search_rejects_unknown_methods():
         make_search("beam", FakeTask(), budget=2)
 
 
-@pytest.mark.parametrize("completion, program", [
-    ("    return 1\n```\nchatter", "def g():\n    return 1\n"),  # a completion model continues the fence
-    ("```python\ndef g():\n    return 2\n```\nchatter", "def g():\n    return 2\n"),  # chat: restated whole
-    ("\n```python\n    return 3\n```", "def g():\n    return 3\n"),  # chat: only the continuation
-    ("```\nno code here", "def g():\nno code here"),  # a bare fence opens a block too
-    ("Let us think.\n```python\ndef g():\n    return 4\n```\n", "def g():\n    return 4\n"),  # chat: prose first
-    ("    return 5\n```\nMore:\n```python\nx = 1\n```", "def g():\n    return 5\n"),  # continuation, then chatter
-])
+@pytest.mark.parametrize(
+    "completion, program",
+    [
+        ("    return 1\n```\nchatter", "def g():\n    return 1\n"),  # a completion model continues the fence
+        ("```python\ndef g():\n    return 2\n```\nchatter", "def g():\n    return 2\n"),  # chat: restated whole
+        ("\n```python\n    return 3\n```", "def g():\n    return 3\n"),  # chat: only the continuation
+        ("```\nno code here", "def g():\nno code here"),  # a bare fence opens a block too
+        ("Let us think.\n```python\ndef g():\n    return 4\n```\n", "def g():\n    return 4\n"),  # chat: prose first
+        ("    return 5\n```\nMore:\n```python\nx = 1\n```", "def g():\n    return 5\n"),  # continuation, then chatter
+    ],
+)
 def test_generated_program_from_completion_and_chat_answers(completion, program):
     assert generated_program("def g():\n", completion) == program

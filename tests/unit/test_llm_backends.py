@@ -44,8 +44,14 @@ def test_completion_mode_returns_one_completion_per_prompt_and_counts_usage(tiny
 
 def test_generator_makes_completions_reproducible_whatever_the_batch_size(tiny_llama, char_tokenizer):
     def completions(batch_size: int) -> list[str]:
-        llm = HFLLM(tiny_llama, char_tokenizer, SAMPLING, chat=False, batch_size=batch_size,
-                    generator=torch.Generator().manual_seed(5))
+        llm = HFLLM(
+            tiny_llama,
+            char_tokenizer,
+            SAMPLING,
+            chat=False,
+            batch_size=batch_size,
+            generator=torch.Generator().manual_seed(5),
+        )
         return llm.complete(PROMPTS * 2) + llm.complete(PROMPTS)
 
     one_at_a_time = completions(1)

@@ -17,8 +17,12 @@ from codeplay_lightning.models.families import attention_paths
 from codeplay_lightning.models.sampling import SamplingConfig, sample, sample_streams
 
 FEW_SHOT = "def f(s: str):\n    return s == 'ab'\n\ndef g():\n    return 'ab'\n\nassert f(g())\n\n"
-PROMPTS = [FEW_SHOT + "def f(x: int):\n    return x > 3\n", FEW_SHOT + "assert f(g())\n\ndef g():", "a",
-           FEW_SHOT + "def f(x: int):\n    return x > 3\n"]  # a shared prefix, a repeated prompt, a short one
+PROMPTS = [
+    FEW_SHOT + "def f(x: int):\n    return x > 3\n",
+    FEW_SHOT + "assert f(g())\n\ndef g():",
+    "a",
+    FEW_SHOT + "def f(x: int):\n    return x > 3\n",
+]  # a shared prefix, a repeated prompt, a short one
 STOPS = tuple("aeiou\n:>")
 FAST = {"llama", "gpt2", "gpt_neox", "phi"}
 
@@ -67,8 +71,12 @@ def test_under_bf16_autocast_streams_keep_to_a_full_forward_and_their_own_batch(
     with torch.autocast("cpu", dtype=torch.bfloat16):
         together = sample_streams(model, char_tokenizer, FEW_SHOT, 30, config, generators([7, 8, 9]))
         alone = [sample_streams(model, char_tokenizer, FEW_SHOT, 30, config, generators([seed])) for seed in (7, 8, 9)]
-        errors = torch.cat([(reference_logprobs(model, char_tokenizer, FEW_SHOT, ids, config.temperature) - logprobs)
-                            .abs() for ids, logprobs in zip(together.token_ids, together.logprobs)])
+        errors = torch.cat(
+            [
+                (reference_logprobs(model, char_tokenizer, FEW_SHOT, ids, config.temperature) - logprobs).abs()
+                for ids, logprobs in zip(together.token_ids, together.logprobs)
+            ]
+        )
     assert errors.mean() < 0.05 and errors.max() < 0.5
     assert [ids.tolist() for ids in together.token_ids] == [ids.tolist() for one in alone for ids in one.token_ids]
 
@@ -84,6 +92,8 @@ def test_the_shared_prefix_path_would_be_wrong_for_a_windowed_family(family, cha
         streams = sample_streams(model, char_tokenizer, FEW_SHOT, 20, config, generators([1, 2]))
     except RuntimeError:
         return
-    errors = [(reference_logprobs(model, char_tokenizer, FEW_SHOT, ids, 0.8) - logprobs).abs().max()
-              for ids, logprobs in zip(streams.token_ids, streams.logprobs)]
+    errors = [
+        (reference_logprobs(model, char_tokenizer, FEW_SHOT, ids, 0.8) - logprobs).abs().max()
+        for ids, logprobs in zip(streams.token_ids, streams.logprobs)
+    ]
     assert max(errors) > 0.1

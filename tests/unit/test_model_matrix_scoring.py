@@ -36,8 +36,7 @@ FAST = {"llama", "gpt2", "gpt_neox", "phi"}
 # fp32 differences rarely cross a bf16 rounding boundary). Gradients: autograd sums the contributions of the
 # weights' bf16 copies in bf16, the reference's 8 rows in another grouping than ours (measured at most 1.7% of
 # the parameter's largest).
-TOLERANCES = {"fp32": {"atol": 1e-5, "rtol": 1e-5, "grad": 1e-4},
-              "bf16": {"atol": 0.1, "rtol": 0.01, "grad": 0.05}}
+TOLERANCES = {"fp32": {"atol": 1e-5, "rtol": 1e-5, "grad": 1e-4}, "bf16": {"atol": 0.1, "rtol": 0.01, "grad": 0.05}}
 
 
 def inputs(vocab_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -49,22 +48,27 @@ def inputs(vocab_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return prompt_ids, action_ids * mask.long(), mask
 
 
-def full_forward_per_row(model: nn.Module, head: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor,
-                         mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def full_forward_per_row(
+    model: nn.Module, head: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each row alone, unpadded: prompt + its real actions, the state at p predicting the token at p + 1."""
     rows = []
     for ids, length in zip(action_ids, mask.sum(dim=1).long().tolist()):
         output = model(input_ids=torch.cat([prompt_ids, ids[:length]])[None], output_hidden_states=True)
         before = slice(len(prompt_ids) - 1, -1)  # the states before the actions
         log_probs = torch.log_softmax(output.logits[0, before].float() / TEMPERATURE, dim=-1)  # (length, V)
-        row = (log_probs.gather(-1, ids[:length, None]).squeeze(-1), head(output.hidden_states[-1][0, before]),
-               -(log_probs.exp() * log_probs).sum(-1))
+        row = (
+            log_probs.gather(-1, ids[:length, None]).squeeze(-1),
+            head(output.hidden_states[-1][0, before]),
+            -(log_probs.exp() * log_probs).sum(-1),
+        )
         rows.append([pad(x, (0, mask.shape[1] - length)) for x in row])  # (T,) each, 0 at padding
     return tuple(torch.stack(column) for column in zip(*rows))
 
 
-def ours(model: nn.Module, head: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor,
-         mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def ours(
+    model: nn.Module, head: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return score_actions(model, prompt_ids, action_ids, mask, TEMPERATURE, head, pack_tokens=PACK_TOKENS)
 
 
@@ -111,13 +115,23 @@ def test_scoring_matches_a_full_forward_per_row(family, char_tokenizer, precisio
     (scores, grads), (expected_scores, expected_grads) = scores_and_gradients(family, char_tokenizer, precision, eager)
     tolerance = TOLERANCES[precision]
     for name, score in scores.items():  # 0 at padding, as the reference is made to be
-        torch.testing.assert_close(score, expected_scores[name], atol=tolerance["atol"], rtol=tolerance["rtol"],
-                                   msg=lambda message, name=name: f"{name}: {message}")
+        torch.testing.assert_close(
+            score,
+            expected_scores[name],
+            atol=tolerance["atol"],
+            rtol=tolerance["rtol"],
+            msg=lambda message, name=name: f"{name}: {message}",
+        )
     assert grads.keys() == expected_grads.keys()
     for name, grad in grads.items():
         scale = float(expected_grads[name].abs().max())
-        torch.testing.assert_close(grad, expected_grads[name], atol=tolerance["grad"] * scale, rtol=tolerance["grad"],
-                                   msg=lambda message, name=name: f"{name}: {message}")
+        torch.testing.assert_close(
+            grad,
+            expected_grads[name],
+            atol=tolerance["grad"] * scale,
+            rtol=tolerance["grad"],
+            msg=lambda message, name=name: f"{name}: {message}",
+        )
     assert any(grad.abs().sum() > 0 for name, grad in grads.items() if name.startswith("model.")), "no gradient"
 
 
@@ -156,12 +170,30 @@ def test_the_packed_path_would_be_wrong_for_a_windowed_family(family, char_token
 
 
 def test_an_unchecked_model_type_is_refused_in_one_line(char_tokenizer):
-    model = OPTForCausalLM(OPTConfig(vocab_size=len(char_tokenizer), hidden_size=32, ffn_dim=64, num_hidden_layers=1,
-                                     num_attention_heads=4, word_embed_proj_dim=32, max_position_embeddings=64))
+    model = OPTForCausalLM(
+        OPTConfig(
+            vocab_size=len(char_tokenizer),
+            hidden_size=32,
+            ffn_dim=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            word_embed_proj_dim=32,
+            max_position_embeddings=64,
+        )
+    )
     prompt_ids, action_ids, mask = inputs(len(char_tokenizer))
-    for refuse in (lambda: score_actions(model, prompt_ids, action_ids, mask, TEMPERATURE),
-                   lambda: SetterPPOModule(policy=model, frozen=None, ppo=PPOConfig(), temperature=TEMPERATURE,
-                                           value_hidden=16, detach_value_trunk=True, identity={})):
+    for refuse in (
+        lambda: score_actions(model, prompt_ids, action_ids, mask, TEMPERATURE),
+        lambda: SetterPPOModule(
+            policy=model,
+            frozen=None,
+            ppo=PPOConfig(),
+            temperature=TEMPERATURE,
+            value_hidden=16,
+            detach_value_trunk=True,
+            identity={},
+        ),
+    ):
         with pytest.raises(UnsupportedModel, match="model type 'opt'") as refusal:
             refuse()
         assert "\n" not in str(refusal.value)

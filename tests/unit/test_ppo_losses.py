@@ -321,6 +321,7 @@ class ThreadRanks:
             total = sum(self.slots)  # the same order on every rank: the same bits
             self.barrier.wait()  # no rank overwrites its slot before every rank has summed
             return total
+
         return all_reduce
 
     def run(self, fn) -> list:
@@ -342,8 +343,10 @@ def test_whitening_and_explained_variance_over_ranks_are_those_of_one_process(la
 
     def on_rank(rank: int, sum_over_ranks) -> tuple[torch.Tensor, torch.Tensor]:
         rows = RANKS[rank]
-        return (whiten(x[rows], mask[rows], sum_over_ranks=sum_over_ranks),
-                explained_variance(values[rows], x[rows], mask[rows], sum_over_ranks))
+        return (
+            whiten(x[rows], mask[rows], sum_over_ranks=sum_over_ranks),
+            explained_variance(values[rows], x[rows], mask[rows], sum_over_ranks),
+        )
 
     ranks = ThreadRanks(len(RANKS)).run(on_rank)
     assert_close(torch.cat([whitened for whitened, _ in ranks]), expected)
@@ -375,9 +378,11 @@ def test_ranks_token_sums_over_their_mean_token_count_average_to_one_process_gra
         logprobs = old_logprobs[rows] + theta * directions["lp"][rows]  # some ratios beyond the clip range
         values = old_values[rows] + theta * directions["v"][rows]
         entropies = entropy0[rows] + theta * directions["e"][rows]
-        return (policy_loss(logprobs, old_logprobs[rows], advantages[rows], mask[rows], clip, tokens).pg_loss
-                + value_coef * value_loss(values, old_values[rows], returns[rows], mask[rows], clip, tokens)
-                - entropy_coef * losses.masked_mean(entropies, mask[rows], tokens=tokens))
+        return (
+            policy_loss(logprobs, old_logprobs[rows], advantages[rows], mask[rows], clip, tokens).pg_loss
+            + value_coef * value_loss(values, old_values[rows], returns[rows], mask[rows], clip, tokens)
+            - entropy_coef * losses.masked_mean(entropies, mask[rows], tokens=tokens)
+        )
 
     def ddp_gradient(tokens: torch.Tensor | None) -> torch.Tensor:  # the ranks' mean, as DDP's all-reduce makes it
         return sum(torch.autograd.grad(loss(rows, tokens), theta)[0] for rows in RANKS) / len(RANKS)
@@ -390,8 +395,11 @@ def test_ranks_token_sums_over_their_mean_token_count_average_to_one_process_gra
             value_clipped = old_values[b, t] + torch.clamp(value - old_values[b, t], -clip, clip)
             value_term = torch.maximum((value - returns[b, t]) ** 2, (value_clipped - returns[b, t]) ** 2)
             entropy = entropy0[b, t] + theta * directions["e"][b, t]
-            per_token.append(torch.maximum(-advantage * ratio, -advantage * torch.clamp(ratio, 1 - clip, 1 + clip))
-                             + value_coef * 0.5 * value_term - entropy_coef * entropy)
+            per_token.append(
+                torch.maximum(-advantage * ratio, -advantage * torch.clamp(ratio, 1 - clip, 1 + clip))
+                + value_coef * 0.5 * value_term
+                - entropy_coef * entropy
+            )
     expected = torch.autograd.grad(sum(per_token) / len(per_token), theta)[0]
 
     assert_close(ddp_gradient(mask.sum() / len(RANKS)), expected)

@@ -47,8 +47,10 @@ def test_valid_puzzle_may_define_helpers_around_f():
     [
         ("def f(x: int):\n    return x ==\n", "syntax error: invalid syntax (line 2)"),
         ("def f(x: int)\n    return True", "syntax error: expected ':' (line 1)"),
-        ("def f(x: int):\nreturn True", "syntax error: expected an indented block after function definition on line 1"
-         " (line 2)"),
+        (
+            "def f(x: int):\nreturn True",
+            "syntax error: expected an indented block after function definition on line 1 (line 2)",
+        ),
         ("", "no function named f"),
         ("def h(x: int):\n    return True", "no function named f"),
         ("f = lambda x: True", "no function named f"),
@@ -70,9 +72,25 @@ def test_the_last_definition_of_f_is_the_one_checked():
     assert check_puzzle("def f():\n    return True\n\ndef f(x: int):\n    return True").valid
 
 
-@pytest.mark.parametrize("annotation", ["", ": list", ": List", ": dict", ": tuple", ": Dict[str, int]",
-                                        ": Tuple[int, int]", ": Set[int]", ": Optional[int]", ": int | None",
-                                        ": complex", ": List[complex]", ": 'int'", ": list[tuple]"])
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        "",
+        ": list",
+        ": List",
+        ": dict",
+        ": tuple",
+        ": Dict[str, int]",
+        ": Tuple[int, int]",
+        ": Set[int]",
+        ": Optional[int]",
+        ": int | None",
+        ": complex",
+        ": List[complex]",
+        ": 'int'",
+        ": list[tuple]",
+    ],
+)
 def test_puzzles_the_judge_cannot_check_are_invalid_with_the_reason(annotation: str):
     check = check_puzzle(f"def f(x{annotation}) -> bool:\n    return True")
     assert not check.valid
@@ -89,17 +107,41 @@ def _answer_of(annotation: str):
     return value
 
 
-ANNOTATIONS = ["bool", "int", "float", "str", "List[int]", "list[int]", "List[List[str]]", "list[List[float]]",
-               "List[ bool ]", "List[List[List[int]]]", "list", "dict", "List", "Tuple[int]", "set[int]", "object"]
+ANNOTATIONS = [
+    "bool",
+    "int",
+    "float",
+    "str",
+    "List[int]",
+    "list[int]",
+    "List[List[str]]",
+    "list[List[float]]",
+    "List[ bool ]",
+    "List[List[List[int]]]",
+    "list",
+    "dict",
+    "List",
+    "Tuple[int]",
+    "set[int]",
+    "object",
+]
 
 
 def test_every_puzzle_check_puzzle_accepts_can_be_passed(sandbox):
     """The property behind the check: an accepted puzzle is passed by a correct answer of its type."""
-    accepted = [annotation for annotation in ANNOTATIONS
-                if check_puzzle(f"def f(x: {annotation}) -> bool:\n    return True").valid]
+    accepted = [
+        annotation
+        for annotation in ANNOTATIONS
+        if check_puzzle(f"def f(x: {annotation}) -> bool:\n    return True").valid
+    ]
     assert accepted == ANNOTATIONS[:10]
-    programs = [Program(f"def f(x: {annotation}) -> bool:\n    return x == {_answer_of(annotation)!r}",
-                        f"def g():\n    return {_answer_of(annotation)!r}") for annotation in accepted]
+    programs = [
+        Program(
+            f"def f(x: {annotation}) -> bool:\n    return x == {_answer_of(annotation)!r}",
+            f"def g():\n    return {_answer_of(annotation)!r}",
+        )
+        for annotation in accepted
+    ]
     assert [verdict.status for verdict in sandbox.verify(programs)] == ["pass"] * len(accepted)
 
 
@@ -179,8 +221,14 @@ def test_p3_split_selects_instances_by_class(p3_small: dict[str, Puzzle]):
 
 
 def _entry(**changes) -> dict:
-    entry = {"name": "A:0", "sat": "def sat(x: int):\n    return x == 1", "ans_type": "int",
-             "sol_header": "def sol():", "sol_docstring": "", "sol_bodies": ["    return 1"]}
+    entry = {
+        "name": "A:0",
+        "sat": "def sat(x: int):\n    return x == 1",
+        "ans_type": "int",
+        "sol_header": "def sol():",
+        "sol_docstring": "",
+        "sol_bodies": ["    return 1"],
+    }
     return {**entry, **changes}
 
 
@@ -345,8 +393,10 @@ def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
         ("\n    return 0.5\n\nassert f(g())\n\ndef f(", "\n    return 0.5\n"),
         ("\n    x = 1.0\n\n    return x / 2\n\ndef f(s: str):", "\n    x = 1.0\n\n    return x / 2\n"),
         ("\n    return 0.5\n\n\nprint(g())", "\n    return 0.5"),
-        ("\n    def half(y):\n        return y / 2\n    return half(1.0)\nassert f(g())",
-         "\n    def half(y):\n        return y / 2\n    return half(1.0)"),
+        (
+            "\n    def half(y):\n        return y / 2\n    return half(1.0)\nassert f(g())",
+            "\n    def half(y):\n        return y / 2\n    return half(1.0)",
+        ),
     ],
 )
 def test_solver_stops_after_g_but_not_at_a_blank_line_inside_it(generated: str, body: str):

@@ -112,13 +112,16 @@ def test_top_p_draws_only_from_the_nucleus_and_reports_full_vocabulary_logprobs(
     torch.testing.assert_close(logprobs, probs.log()[tokens])
 
 
-@pytest.mark.parametrize("top_k, top_p, drawn, share_of_token_1", [
-    (1, 1.0, {1}, 1.0),
-    (2, 1.0, {1, 3}, 0.5 / 0.8),
-    (3, 0.7, {1, 3}, 0.5 / 0.8),  # top-p of the kept 0.95: 0.5 + 0.3 >= 0.665
-    (3, 0.5, {1}, 1.0),  # 0.5 >= 0.475
-    (4, 1.0, {0, 1, 2, 3}, 0.5),
-])
+@pytest.mark.parametrize(
+    "top_k, top_p, drawn, share_of_token_1",
+    [
+        (1, 1.0, {1}, 1.0),
+        (2, 1.0, {1, 3}, 0.5 / 0.8),
+        (3, 0.7, {1, 3}, 0.5 / 0.8),  # top-p of the kept 0.95: 0.5 + 0.3 >= 0.665
+        (3, 0.5, {1}, 1.0),  # 0.5 >= 0.475
+        (4, 1.0, {0, 1, 2, 3}, 0.5),
+    ],
+)
 def test_top_k_keeps_the_k_most_likely_then_top_p_within_them(top_k, top_p, drawn, share_of_token_1):
     probs = torch.tensor([0.05, 0.5, 0.15, 0.3])
     uniforms = torch.rand(4000, generator=torch.Generator().manual_seed(0))
@@ -207,7 +210,7 @@ def test_a_prompt_ends_on_the_tokens_its_own_block_has_there(char_tokenizer):
     consistent = token_consistent_prompt(tokenizer, prompt, examples[0].f)
     assert consistent == prompt[:-1]  # the final blank line's second newline is left to the model
     ids = tokenizer(consistent)["input_ids"]
-    assert ids == tokenizer(prompt + examples[0].f)["input_ids"][:len(ids)]
+    assert ids == tokenizer(prompt + examples[0].f)["input_ids"][: len(ids)]
     assert tokenizer(prompt)["input_ids"][-1] == tokenizer.convert_tokens_to_ids("\n\n")  # what went wrong
     assert token_consistent_prompt(char_tokenizer, prompt, examples[0].f) == prompt  # nothing to fix here
 
@@ -220,8 +223,9 @@ def test_streams_restart_in_place_and_match_each_stream_alone(tiny_llama, char_t
     config = SamplingConfig(30, temperature, top_p, stop_strings=tuple("aeiou\n"))
     seeds = [3, 4, 5, 6]
     streams = sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 30, config, generators(seeds))
-    expected = [piece for seed in seeds for piece in stream_alone(tiny_llama, char_tokenizer, FEW_SHOT, 30, config,
-                                                                   seed)]
+    expected = [
+        piece for seed in seeds for piece in stream_alone(tiny_llama, char_tokenizer, FEW_SHOT, 30, config, seed)
+    ]
     assert [ids.tolist() for ids in streams.token_ids] == [ids for ids, _, _ in expected]
     assert streams.finished == [finished for _, _, finished in expected]
     for ours, (_, logprobs, _) in zip(streams.logprobs, expected):
@@ -236,8 +240,9 @@ def test_streams_do_not_depend_on_their_batch_under_bf16_autocast(tiny_llama, ch
     config = SamplingConfig(40, 0.8, stop_strings=tuple("aeiou\n"))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         together = sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 40, config, generators([7, 8, 9]))
-        alone = [sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 40, config, generators([seed]))
-                 for seed in (7, 8, 9)]
+        alone = [
+            sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 40, config, generators([seed])) for seed in (7, 8, 9)
+        ]
     assert [ids.tolist() for ids in together.token_ids] == [ids.tolist() for one in alone for ids in one.token_ids]
     assert together.finished == [finished for one in alone for finished in one.finished]
     assert sum(together.finished) > 3

@@ -17,13 +17,20 @@ from torch.utils.data import DataLoader
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.setter import SetterPPOModule
 
-SCALE = 2.0 ** 4  # fp16's gradient scale: scaled norms are 16 times the true ones, yet no gradient here overflows
+SCALE = 2.0**4  # fp16's gradient scale: scaled norms are 16 times the true ones, yet no gradient here overflows
 
 
 def new_module(model, frozen: torch.nn.Module | None = None) -> SetterPPOModule:
     torch.manual_seed(1)  # the value head's initialisation
-    return SetterPPOModule(policy=copy.deepcopy(model), frozen=frozen, ppo=PPOConfig(lr=1e-2), temperature=0.8,
-                           value_hidden=16, detach_value_trunk=True, identity={})
+    return SetterPPOModule(
+        policy=copy.deepcopy(model),
+        frozen=frozen,
+        ppo=PPOConfig(lr=1e-2),
+        temperature=0.8,
+        value_hidden=16,
+        detach_value_trunk=True,
+        identity={},
+    )
 
 
 def tensors(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -40,9 +47,15 @@ def minibatch(module: SetterPPOModule, rows: int = 3, seed: int = 0) -> dict[str
     action_ids = torch.randint(3, 90, mask.shape, generator=generator) * mask.long()
     with torch.no_grad():
         logprobs, values, _ = module.score(prompt_ids, action_ids, mask)
-    return {"prompt_ids": prompt_ids, "action_ids": action_ids, "mask": mask, "old_logprobs": logprobs,
-            "old_values": values, "advantages": torch.randn(mask.shape, generator=generator) * mask,
-            "returns": torch.randn(mask.shape, generator=generator) * mask}
+    return {
+        "prompt_ids": prompt_ids,
+        "action_ids": action_ids,
+        "mask": mask,
+        "old_logprobs": logprobs,
+        "old_values": values,
+        "advantages": torch.randn(mask.shape, generator=generator) * mask,
+        "returns": torch.randn(mask.shape, generator=generator) * mask,
+    }
 
 
 def empty(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -51,9 +64,17 @@ def empty(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def fit(module: SetterPPOModule, batches: list[dict], **trainer_options) -> L.Trainer:
-    trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=1.0,
-                        **trainer_options)
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        gradient_clip_val=1.0,
+        **trainer_options,
+    )
     trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=None))
     return trainer
 
@@ -144,14 +165,17 @@ def test_fp16_unscales_before_the_clip_and_steps_but_not_on_an_empty_minibatch(t
     module = new_module(tiny_llama)
     full = minibatch(module)
     fit(module, [full], precision="32-true")
-    fp32_norm, = norms
+    (fp32_norm,) = norms
 
     norms.clear()
     module = new_module(tiny_llama)
     before = copy.deepcopy(module.state_dict())
     scaler = torch.amp.GradScaler("cpu", init_scale=SCALE)
-    trainer = fit(module, [full, empty(full), minibatch(module, seed=1)],
-                  plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)])
+    trainer = fit(
+        module,
+        [full, empty(full), minibatch(module, seed=1)],
+        plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)],
+    )
     assert not trainer.optimizers[0].defaults["fused"]  # Lightning unscales before the clip only if unfused
     assert len(norms) == 2 and norms[0] == pytest.approx(fp32_norm, rel=0.05)  # not SCALE times that
     assert adam_steps(trainer) == {2}  # the empty minibatch did not step

@@ -18,8 +18,15 @@ TEMPERATURE = 0.7
 
 def new_module(model, detach_value_trunk: bool) -> SetterPPOModule:
     torch.manual_seed(1)  # the value head's initialisation
-    return SetterPPOModule(policy=copy.deepcopy(model), frozen=None, ppo=PPOConfig(), temperature=TEMPERATURE,
-                           value_hidden=16, detach_value_trunk=detach_value_trunk, identity={})
+    return SetterPPOModule(
+        policy=copy.deepcopy(model),
+        frozen=None,
+        ppo=PPOConfig(),
+        temperature=TEMPERATURE,
+        value_hidden=16,
+        detach_value_trunk=detach_value_trunk,
+        identity={},
+    )
 
 
 @pytest.mark.parametrize("detach_value_trunk", [True, False])
@@ -30,8 +37,8 @@ def test_values_train_the_trunk_unless_it_is_detached(tiny_llama, detach_value_t
     trunk = [parameter for name, parameter in module.policy.named_parameters() if "embed_tokens" in name]
     head = list(module.value_head.parameters())
     grads = torch.autograd.grad(values.sum(), trunk + head, allow_unused=True)
-    assert all(grad is not None and grad.abs().sum() > 0 for grad in grads[len(trunk):])
-    assert all((grad is None) == detach_value_trunk for grad in grads[:len(trunk)])
+    assert all(grad is not None and grad.abs().sum() > 0 for grad in grads[len(trunk) :])
+    assert all((grad is None) == detach_value_trunk for grad in grads[: len(trunk)])
 
 
 @pytest.mark.parametrize("budget", [1, 5, 12])

@@ -43,8 +43,9 @@ def test_matches_a_naive_softmax_over_prefix_and_own_slots(prefix_length, length
     sees[:, :, 0] = True  # every query sees a slot
     prefix_keys, prefix_values = (torch.randn(kv_heads, prefix_length, dim, generator=generator) for _ in range(2))
     prefix = SharedPrefix((prefix_keys,), (prefix_values,)) if prefix_length else None
-    ours, _ = shared_prefix_attention(SimpleNamespace(layer_idx=0), query, key, value, sees[:, None], 0.3,
-                                      shared_prefix=prefix)
+    ours, _ = shared_prefix_attention(
+        SimpleNamespace(layer_idx=0), query, key, value, sees[:, None], 0.3, shared_prefix=prefix
+    )
     expected = naive_attention(query, key, value, sees, prefix_keys, prefix_values, 0.3)
     torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
 
@@ -60,8 +61,16 @@ def test_slots_past_own_slots_are_not_read():
     prefix_keys, prefix_values = (torch.randn(kv_heads, 3, dim, generator=generator) for _ in range(2))
     expected = naive_attention(query, key, value, sees, prefix_keys, prefix_values, 0.3)
     key[:, :, used:], value[:, :, used:] = float("nan"), float("nan")
-    ours, _ = shared_prefix_attention(SimpleNamespace(layer_idx=0), query, key, value, sees[:, None], 0.3,
-                                      shared_prefix=SharedPrefix((prefix_keys,), (prefix_values,)), own_slots=used)
+    ours, _ = shared_prefix_attention(
+        SimpleNamespace(layer_idx=0),
+        query,
+        key,
+        value,
+        sees[:, None],
+        0.3,
+        shared_prefix=SharedPrefix((prefix_keys,), (prefix_values,)),
+        own_slots=used,
+    )
     torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
 
 

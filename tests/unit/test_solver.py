@@ -40,17 +40,25 @@ def test_difficulty_rejects_impossible_counts(attempts, passes):
         difficulty(attempts, passes)
 
 
-@pytest.mark.parametrize("continuation, body", [
-    ('\n    return "morning"\n\nprint(f(g()))', '\n    return "morning"\n'),
-    ('\n    x = "morn"\n\n    return x + "ing"\nassert_ok = 1', '\n    x = "morn"\n\n    return x + "ing"\n'),
-    ('\n    return "morning"\n# done', '\n    return "morning"\n'),
-    ('\n    return "morning"', '\n    return "morning"'),
-    ('\n    x = "morn"\n# the answer\n    return x + "ing"', '\n    x = "morn"\n# the answer\n    return x + "ing"'),
-    ('\n    s = """\nmorning"""\n    return s.strip()\nprint(g())',
-     '\n    s = """\nmorning"""\n    return s.strip()\n'),
-    ('\n    return "morning"\r\nprint(g())\rprint(f(g()))', '\n    return "morning"\n'),
-    ('\n    return "morning"\n\nprint(f(g()', '\n    return "morning"\n'),  # broken code after g
-])
+@pytest.mark.parametrize(
+    "continuation, body",
+    [
+        ('\n    return "morning"\n\nprint(f(g()))', '\n    return "morning"\n'),
+        ('\n    x = "morn"\n\n    return x + "ing"\nassert_ok = 1', '\n    x = "morn"\n\n    return x + "ing"\n'),
+        ('\n    return "morning"\n# done', '\n    return "morning"\n'),
+        ('\n    return "morning"', '\n    return "morning"'),
+        (
+            '\n    x = "morn"\n# the answer\n    return x + "ing"',
+            '\n    x = "morn"\n# the answer\n    return x + "ing"',
+        ),
+        (
+            '\n    s = """\nmorning"""\n    return s.strip()\nprint(g())',
+            '\n    s = """\nmorning"""\n    return s.strip()\n',
+        ),
+        ('\n    return "morning"\r\nprint(g())\rprint(f(g()))', '\n    return "morning"\n'),
+        ('\n    return "morning"\n\nprint(f(g()', '\n    return "morning"\n'),  # broken code after g
+    ],
+)
 def test_a_candidate_is_g_alone_without_the_top_level_code_after_it(sandbox, continuation, body):
     program = candidate_program(GOOD_MORNING, continuation)
     assert program.g == "def g():" + body
@@ -71,14 +79,16 @@ def test_nesting_past_the_parsers_stack_leaves_g_whole_instead_of_raising():
 
 
 def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
-    llm = ScriptedLLM([
-        '\n    return "morning"',  # good_morning: pass
-        "\n    return 1",  # not a str: no pass
-        '\n    return "evening"',  # fail
-        "\n    return -12",  # negative_root: pass
-        "\n    return -12\n",  # pass, trailing newline and all
-        "\n    return 12",  # fail
-    ])
+    llm = ScriptedLLM(
+        [
+            '\n    return "morning"',  # good_morning: pass
+            "\n    return 1",  # not a str: no pass
+            '\n    return "evening"',  # fail
+            "\n    return -12",  # negative_root: pass
+            "\n    return -12\n",  # pass, trailing newline and all
+            "\n    return 12",  # fail
+        ]
+    )
     calls: list[tuple[int, int]] = []
     solver = FewShotSolver(llm, sandbox, EXAMPLES, SolverConfig(attempts=3, batch_size=4))
 
@@ -98,8 +108,14 @@ def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
 
 def tiny_solver(model, tokenizer, sandbox, batch_size: int, seed: int = 0) -> FewShotSolver:
     config = SolverConfig(attempts=3, batch_size=batch_size, max_new_tokens=8)
-    llm = HFLLM(model, tokenizer, solver_sampling(config), chat=False, batch_size=batch_size,
-                generator=torch.Generator().manual_seed(seed))
+    llm = HFLLM(
+        model,
+        tokenizer,
+        solver_sampling(config),
+        chat=False,
+        batch_size=batch_size,
+        generator=torch.Generator().manual_seed(seed),
+    )
     return FewShotSolver(llm, sandbox, EXAMPLES, config)
 
 
@@ -128,9 +144,11 @@ def test_sampling_stops_at_the_solver_stops_and_a_search_runs_to_eos():
 
 # ---------------------------------------------------------------- the search strategies
 
+
 def search_solver(strategy: str, attempts: int, sandbox, llm, seed: int = 0) -> SearchSolver:
-    return SearchSolver(llm, sandbox, SolverConfig(strategy=strategy, attempts=attempts),
-                        torch.Generator().manual_seed(seed))
+    return SearchSolver(
+        llm, sandbox, SolverConfig(strategy=strategy, attempts=attempts), torch.Generator().manual_seed(seed)
+    )
 
 
 @pytest.mark.parametrize("strategy", ["gif-mcts", "worldcoder"])
@@ -155,8 +173,9 @@ def test_search_difficulty_is_calls_to_first_solution_within_a_budget_of_attempt
 def test_search_solver_on_a_tiny_model_is_reproducible_within_its_budget(tiny_llama, char_tokenizer, sandbox):
     def solve(strategy: str) -> tuple[list[SearchPuzzleResult], HFLLM]:
         config = SolverConfig(strategy=strategy, attempts=3, max_new_tokens=8)
-        llm = HFLLM(tiny_llama, char_tokenizer, solver_sampling(config), chat=False,
-                    generator=torch.Generator().manual_seed(0))
+        llm = HFLLM(
+            tiny_llama, char_tokenizer, solver_sampling(config), chat=False, generator=torch.Generator().manual_seed(0)
+        )
         return SearchSolver(llm, sandbox, config, llm.generator).solve([GOOD_MORNING, SEVEN]), llm
 
     for strategy in ("gif-mcts", "worldcoder"):
@@ -174,8 +193,12 @@ def test_search_solver_refuses_the_sample_strategy(sandbox):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"attempts": 0}, "attempts"), ({"batch_size": 0}, "batch_size"), ({"temperature": 0.0}, "temperature"),
-     ({"strategy": "beam"}, "solver.strategy must be one of few-shot, gif-mcts, worldcoder; got 'beam'")],
+    [
+        ({"attempts": 0}, "attempts"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"strategy": "beam"}, "solver.strategy must be one of few-shot, gif-mcts, worldcoder; got 'beam'"),
+    ],
 )
 def test_config_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -43,9 +43,22 @@ class FakeTrainer:
             with (run_dir / "puzzles.jsonl").open("a") as handle:
                 for k in range(PER_ITERATION):
                     index = iteration * PER_ITERATION + k + 1
-                    handle.write(json.dumps({"iteration": iteration, "index": index, "puzzle": f"p{index}",
-                                             "valid": True, "reason": "", "D": 1.0, "R_d": 0.0, "R_n": 0.5,
-                                             "R": 0.5}) + "\n")
+                    handle.write(
+                        json.dumps(
+                            {
+                                "iteration": iteration,
+                                "index": index,
+                                "puzzle": f"p{index}",
+                                "valid": True,
+                                "reason": "",
+                                "D": 1.0,
+                                "R_d": 0.0,
+                                "R_n": 0.5,
+                                "R": 0.5,
+                            }
+                        )
+                        + "\n"
+                    )
             finished = {"fit_loop": {"epoch_progress": {"current": {"processed": iteration + 1}}}}
             torch.save({"epoch": iteration, "loops": finished}, run_dir / "checkpoints" / "last.ckpt")
 
@@ -140,8 +153,15 @@ def test_the_subprocess_trainer_passes_overrides_and_resume(monkeypatch, tmp_pat
     monkeypatch.setattr(sweep_module.subprocess, "run", lambda command, check: commands.append(command) or Completed)
     with pytest.raises(ValueError, match=r"failed \(exit 1\); run the sweep again"):
         sweep_module.train_in_subprocess(Path("configs/none.yaml"), ["trainer.seed=5"], Path("x/last.ckpt"))
-    assert commands[0][1:] == ["-m", "codeplay_lightning.cli", "train", "configs/none.yaml", "trainer.seed=5",
-                               "--resume", "x/last.ckpt"]
+    assert commands[0][1:] == [
+        "-m",
+        "codeplay_lightning.cli",
+        "train",
+        "configs/none.yaml",
+        "trainer.seed=5",
+        "--resume",
+        "x/last.ckpt",
+    ]
 
 
 def test_cli_sweep_with_an_unknown_preset_is_one_line(tmp_path, capsys):

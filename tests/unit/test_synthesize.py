@@ -53,8 +53,10 @@ class KnowsSomeAnswersLLM(ScriptedLLM):
 def programs_in(search: dict) -> int:
     """The programs a search state holds: one per LLM call."""
     if search["method"] == "gif-mcts":
+
         def count(node: dict) -> int:
             return 1 + sum(count(child) for child in node["children"])
+
         return count(search["root"]) - 1  # the root is no program
     return len(search["candidates"] if search["method"] == "worldcoder" else search["samples"])
 
@@ -77,8 +79,10 @@ def check_run(tasks: dict, llm: ScriptedLLM, out: Path, budget: int) -> list[dic
     assert summary["mean_score"] == pytest.approx(sum(record["score"] for record in records) / len(tasks))
     assert summary["mean_calls"] == pytest.approx(sum(record["calls"] for record in records) / len(tasks))
     assert summary["llm_calls"] == sum(record["calls"] for record in records) == llm.usage.calls
-    assert (summary["prompt_tokens"], summary["completion_tokens"]) == (llm.usage.prompt_tokens,
-                                                                        llm.usage.completion_tokens)
+    assert (summary["prompt_tokens"], summary["completion_tokens"]) == (
+        llm.usage.prompt_tokens,
+        llm.usage.completion_tokens,
+    )
     assert summary["llm_seconds"] == pytest.approx(llm.usage.seconds)
     markdown = (out / "summary.md").read_text()
     assert all(f"| {name} |" in markdown for name in tasks)
@@ -94,8 +98,15 @@ def test_every_method_writes_results_that_reverify_and_add_up(method, sandbox, t
     tasks = {puzzle.name: P3Task(puzzle, sandbox) for puzzle in puzzles}
     llm = KnowsSomeAnswersLLM({tasks[puzzle.name].description: puzzle.solutions[0] + "\n" for puzzle in puzzles[:2]})
     progress = []
-    summary = synthesize(tasks, llm, SynthesisConfig(method, budget=4, seed=1), tmp_path, llm_spec="fake",
-                         arguments={"note": "test"}, on_progress=lambda *numbers: progress.append(numbers))
+    summary = synthesize(
+        tasks,
+        llm,
+        SynthesisConfig(method, budget=4, seed=1),
+        tmp_path,
+        llm_spec="fake",
+        arguments={"note": "test"},
+        on_progress=lambda *numbers: progress.append(numbers),
+    )
 
     records = check_run(tasks, llm, tmp_path, budget=4)
     assert any(record["strict"] for record in records[:2]) and not records[2]["strict"]  # no answer for the third
@@ -107,8 +118,9 @@ def test_every_method_writes_results_that_reverify_and_add_up(method, sandbox, t
 def test_apps_problems_are_synthesized_like_puzzles(sandbox, tmp_path):
     tasks = load_tasks("apps", str(APPS), sandbox)
     assert list(tasks) == ["longest_run", "pair_sums", "reverse_words"]
-    llm = KnowsSomeAnswersLLM({tasks["pair_sums"].description: PAIR_SUMS,
-                               tasks["reverse_words"].description: REVERSE_WORDS})
+    llm = KnowsSomeAnswersLLM(
+        {tasks["pair_sums"].description: PAIR_SUMS, tasks["reverse_words"].description: REVERSE_WORDS}
+    )
     synthesize(tasks, llm, SynthesisConfig("gif-mcts", budget=4), tmp_path, llm_spec="fake")
     records = check_run(tasks, llm, tmp_path, budget=4)
     assert [record["strict"] for record in records] == [False, True, True]
@@ -120,8 +132,9 @@ def test_a_rerun_replaces_earlier_task_files_and_counts_only_its_own_llm_use(san
     puzzle = bundled_puzzles()[0]
     llm = KnowsSomeAnswersLLM({})
     llm.complete(["an earlier prompt"])
-    summary = synthesize({puzzle.name: P3Task(puzzle, sandbox)}, llm, SynthesisConfig("sample", budget=2),
-                         tmp_path, llm_spec="fake")
+    summary = synthesize(
+        {puzzle.name: P3Task(puzzle, sandbox)}, llm, SynthesisConfig("sample", budget=2), tmp_path, llm_spec="fake"
+    )
     assert [path.name for path in (tmp_path / "tasks").iterdir()] == [f"0000_{puzzle.name}.json"]
     assert summary.llm_calls == 2 and llm.usage.calls == 3
 
@@ -158,8 +171,29 @@ def test_chat_is_decided_once_in_load_llm(tiny_model_dir, tmp_path, char_tokeniz
 
 def test_cli_synthesizes_the_first_bundled_puzzles_with_a_local_model(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["synthesize", "--task", "p3", "bundled", "--method", "worldcoder", "--budget", "2", "--limit", "2",
-                 "--llm", str(tiny_model_dir), "--max-new-tokens", "8", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "synthesize",
+                "--task",
+                "p3",
+                "bundled",
+                "--method",
+                "worldcoder",
+                "--budget",
+                "2",
+                "--limit",
+                "2",
+                "--llm",
+                str(tiny_model_dir),
+                "--max-new-tokens",
+                "8",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert [outcome["name"] for outcome in summary["outcomes"]] == [p.name for p in bundled_puzzles()[:2]]
     assert summary["llm"] == str(tiny_model_dir) and summary["budget"] == 2
@@ -172,21 +206,41 @@ def test_cli_synthesizes_the_first_bundled_puzzles_with_a_local_model(tiny_model
 
 def test_cli_synthesizes_apps_problems_into_the_default_directory(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["synthesize", "--task", "apps", str(APPS), "--method", "sample", "--budget", "2",
-                 "--llm", str(tiny_model_dir), "--max-new-tokens", "8"]) == 0
+    assert (
+        main(
+            [
+                "synthesize",
+                "--task",
+                "apps",
+                str(APPS),
+                "--method",
+                "sample",
+                "--budget",
+                "2",
+                "--llm",
+                str(tiny_model_dir),
+                "--max-new-tokens",
+                "8",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "synthesis" / "sample" / "summary.json").read_text())
     assert summary["tasks"] == 3 and summary["llm_calls"] == 6
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--task", "p3", "bundled", "--method", "beam"], "unknown search method 'beam'; choose one of gif-mcts"),
-    (["--task", "lean", "bundled"], "unknown task kind 'lean'"),
-    (["--task", "p3", "missing.jsonl"], "cannot read missing.jsonl"),
-    (["--task", "apps", "missing"], "missing is not a directory"),
-    (["--task", "p3", "bundled", "--llm", "openai:http://x"], "must be openai:BASE_URL#MODEL"),
-    (["--task", "p3", "bundled", "--budget", "0"], "budget must be at least 1"),
-    (["--task", "p3", "bundled", "--limit", "0"], "--limit must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--task", "p3", "bundled", "--method", "beam"], "unknown search method 'beam'; choose one of gif-mcts"),
+        (["--task", "lean", "bundled"], "unknown task kind 'lean'"),
+        (["--task", "p3", "missing.jsonl"], "cannot read missing.jsonl"),
+        (["--task", "apps", "missing"], "missing is not a directory"),
+        (["--task", "p3", "bundled", "--llm", "openai:http://x"], "must be openai:BASE_URL#MODEL"),
+        (["--task", "p3", "bundled", "--budget", "0"], "budget must be at least 1"),
+        (["--task", "p3", "bundled", "--limit", "0"], "--limit must be at least 1"),
+    ],
+)
 def test_cli_errors_are_one_line(arguments, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["synthesize", *arguments]) == 2
@@ -194,13 +248,20 @@ def test_cli_errors_are_one_line(arguments, message, tmp_path, monkeypatch, caps
     assert error.startswith("error: ") and message in error and "\n" not in error
 
 
-@pytest.mark.parametrize("lines, messages", [
-    ([json.dumps(THREE), "{broken", json.dumps({"g": "def g(): pass"})],
-     ["line 2 is not JSON", "line 3 has no string field 'f'"]),
-    ([json.dumps(THREE), json.dumps(THREE | {"f": "def f(x: int):\n    return x == 4"})],
-     ["two different puzzles named 'three'"]),
-    ([], ["holds no puzzle"]),
-])
+@pytest.mark.parametrize(
+    "lines, messages",
+    [
+        (
+            [json.dumps(THREE), "{broken", json.dumps({"g": "def g(): pass"})],
+            ["line 2 is not JSON", "line 3 has no string field 'f'"],
+        ),
+        (
+            [json.dumps(THREE), json.dumps(THREE | {"f": "def f(x: int):\n    return x == 4"})],
+            ["two different puzzles named 'three'"],
+        ),
+        ([], ["holds no puzzle"]),
+    ],
+)
 def test_cli_rejects_a_puzzle_file_it_cannot_use_whole(lines, messages, tmp_path, capsys):
     source = tmp_path / "puzzles.jsonl"
     source.write_text("".join(line + "\n" for line in lines))
@@ -210,7 +271,9 @@ def test_cli_rejects_a_puzzle_file_it_cannot_use_whole(lines, messages, tmp_path
 
 
 def test_cli_chat_on_a_model_without_a_chat_template_is_an_error(tiny_model_dir, tmp_path, capsys):
-    assert main(["synthesize", "--task", "p3", "bundled", "--chat", "--llm", str(tiny_model_dir),
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main(["synthesize", "--task", "p3", "bundled", "--chat", "--llm", str(tiny_model_dir), "--out", str(tmp_path)])
+        == 2
+    )
     error = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
     assert error.startswith("error: ") and "chat template" in error

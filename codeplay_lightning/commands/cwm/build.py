@@ -15,8 +15,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="directory for <env id>.npz and summary.json")
     parser.add_argument("--envs", help="comma-separated environment ids (default: all 18)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--official", metavar="DIR",
-                        help="also convert the official buffers: DIR/<env id>/train_buffer.pkl to DIR_OUT/official/")
+    parser.add_argument(
+        "--official",
+        metavar="DIR",
+        help="also convert the official buffers: DIR/<env id>/train_buffer.pkl to DIR_OUT/official/",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +39,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  no official buffer for {env_id} in {args.official}")
     (out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     for row in rows:
-        print("  " + "  ".join(f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
-                               for key, value in row.items()))
+        print(
+            "  "
+            + "  ".join(
+                f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}" for key, value in row.items()
+            )
+        )
     print(f"transitions written to {out}")
     return 0

@@ -30,13 +30,17 @@ def run(args: argparse.Namespace) -> int:
             part = data.of_split(split)
             if len(part):
                 predictions = true_predictions(part)
-                result[split] = {"accuracy": metric.accuracy(part, predictions),
-                                 "official_accuracy": metric.official_accuracy(part, predictions)}
+                result[split] = {
+                    "accuracy": metric.accuracy(part, predictions),
+                    "official_accuracy": metric.official_accuracy(part, predictions),
+                }
     else:
         with sandbox() as box:
             score = score_model(box, program(args.program), data)
-        result = {"search": {"accuracy": score.accuracy, "official_accuracy": score.official_accuracy},
-                  "heldout": {"accuracy": score.heldout_accuracy},
-                  "bug": None if score.bug is None else f"{score.bug.kind}: {score.bug.detail}"}
+        result = {
+            "search": {"accuracy": score.accuracy, "official_accuracy": score.official_accuracy},
+            "heldout": {"accuracy": score.heldout_accuracy},
+            "bug": None if score.bug is None else f"{score.bug.kind}: {score.bug.detail}",
+        }
     print(json.dumps({"env": args.env, **result}, indent=1))
     return 0

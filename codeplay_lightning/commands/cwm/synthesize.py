@@ -18,8 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="a directory written by `cwm build`")
     parser.add_argument("--env", required=True, help="comma-separated environment ids, searched together")
     parser.add_argument("--method", default="gif-mcts", help="gif-mcts (default), worldcoder or sample")
-    parser.add_argument("--budget", type=int, default=10, metavar="B",
-                        help="LLM calls per environment (paper: 50 Llama 3, 10 GPT-4)")
+    parser.add_argument(
+        "--budget", type=int, default=10, metavar="B", help="LLM calls per environment (paper: 50 Llama 3, 10 GPT-4)"
+    )
     add_model_options(parser, llm=EMBEDDED_ALIAS)
     add_sampling_options(parser)
     parser.add_argument("--out", required=True, help="directory for tasks/*.json, scores.json, summary.md")
@@ -42,12 +43,18 @@ def run(args: argparse.Namespace) -> int:
         for outcome in summary.outcomes:
             model = json.loads((out / outcome.file).read_text())["program"]
             score = score_model(box, model, data[outcome.name])
-            scores[outcome.name] = {"accuracy": score.accuracy, "heldout_accuracy": score.heldout_accuracy,
-                                    "official_accuracy": score.official_accuracy, "calls": outcome.calls,
-                                    "bug": None if score.bug is None else score.bug.kind}
+            scores[outcome.name] = {
+                "accuracy": score.accuracy,
+                "heldout_accuracy": score.heldout_accuracy,
+                "official_accuracy": score.official_accuracy,
+                "calls": outcome.calls,
+                "bug": None if score.bug is None else score.bug.kind,
+            }
     (out / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")
     for env_id, row in scores.items():
-        print(f"  {env_id:<28} accuracy {row['accuracy']:.3f}  held-out {row['heldout_accuracy']:.3f}  "
-              f"official {row['official_accuracy']:.3f}  calls {row['calls']}")
+        print(
+            f"  {env_id:<28} accuracy {row['accuracy']:.3f}  held-out {row['heldout_accuracy']:.3f}  "
+            f"official {row['official_accuracy']:.3f}  calls {row['calls']}"
+        )
     print(f"results written to {out} (summary.md, scores.json, tasks/)")
     return 0

@@ -33,30 +33,59 @@ def wrong(g: str) -> Program:
 
 
 ORDINARY: list[tuple[Program, str, str]] = [  # (program, status, what its detail must contain)
-    (program("""
+    (
+        program(
+            """
         import math
         def f(x: List[int]) -> bool:
             return len(x) == 3 and math.sqrt(16) == 4.0 and sorted(x) == [1, 2, 3]
-        """, "def g():\n    return [3, 1, 2]"), "pass", ""),
-    (program("""
+        """,
+            "def g():\n    return [3, 1, 2]",
+        ),
+        "pass",
+        "",
+    ),
+    (
+        program(
+            """
         import collections
         def f(s: str) -> bool:
             return collections.Counter(s).most_common(1) == [("b", 2)]
-        """, "def g():\n    return 'abb'"), "pass", ""),
-    (program("""
+        """,
+            "def g():\n    return 'abb'",
+        ),
+        "pass",
+        "",
+    ),
+    (
+        program(
+            """
         from typing import List
         import math
         def f(x: List[float]) -> bool:
             return x == [math.sqrt(4.0)]
-        """, "def g():\n    return [2.0]"), "pass", ""),
-    (program("def f(x: List[int]) -> bool:\n    return len(x) == 4",
-             "def g():\n    return [1, 2, 3]"), "fail", "f returned False for x = [1, 2, 3]"),
-    (program("import math\ndef f(x: int) -> bool:\n    return math.sqrt(x) == 3.0",
-             "def g():\n    return 10"), "fail", "f returned False"),
-    (program("def f(x: int) -> bool:\n    return sorted([x, 1]) == [2, 1]",
-             "def g():\n    return 2"), "fail", "f returned False"),
-    (program("def f(x: int) -> bool:\n    return x / 0 == 1",
-             "def g():\n    return 1"), "error", "ZeroDivisionError"),
+        """,
+            "def g():\n    return [2.0]",
+        ),
+        "pass",
+        "",
+    ),
+    (
+        program("def f(x: List[int]) -> bool:\n    return len(x) == 4", "def g():\n    return [1, 2, 3]"),
+        "fail",
+        "f returned False for x = [1, 2, 3]",
+    ),
+    (
+        program("import math\ndef f(x: int) -> bool:\n    return math.sqrt(x) == 3.0", "def g():\n    return 10"),
+        "fail",
+        "f returned False",
+    ),
+    (
+        program("def f(x: int) -> bool:\n    return sorted([x, 1]) == [2, 1]", "def g():\n    return 2"),
+        "fail",
+        "f returned False",
+    ),
+    (program("def f(x: int) -> bool:\n    return x / 0 == 1", "def g():\n    return 1"), "error", "ZeroDivisionError"),
 ]
 ORDINARY_PROGRAMS = [entry[0] for entry in ORDINARY]
 
@@ -108,8 +137,11 @@ def strays(marker: str | None = None) -> list:
             found.append((pid, depth, state, command[:200]))
         stack.extend((child, depth + 1) for child in children[pid])
     if marker is not None:
-        found += [(pid, state, command) for pid, (_, state, command) in table.items()
-                  if marker.encode() in command and state not in ("Z", "X")]
+        found += [
+            (pid, state, command)
+            for pid, (_, state, command) in table.items()
+            if marker.encode() in command and state not in ("Z", "X")
+        ]
     return found
 
 
@@ -133,7 +165,7 @@ def contained(sandbox: Sandbox, *hostile: Program, marker: str | None = None) ->
     assert len(verdicts) == len(batch)
     step = 1 + len(ORDINARY)
     for start in range(0, len(batch), step):
-        check_ordinary(verdicts[start + 1:start + step])
+        check_ordinary(verdicts[start + 1 : start + step])
     assert_nothing_outlives(marker)
     check_ordinary(sandbox.verify(ORDINARY_PROGRAMS))
     return verdicts[::step]
@@ -221,8 +253,12 @@ def start_supervisor(directory: Path, g: str, workers: int) -> subprocess.Popen:
     every warden; returned once its sandbox is up."""
     script = directory / "supervisor.py"
     script.write_text(SUPERVISOR)
-    supervisor = subprocess.Popen([sys.executable, str(script), g, str(workers)], stdout=subprocess.PIPE, text=True,
-                                  env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"})
+    supervisor = subprocess.Popen(
+        [sys.executable, str(script), g, str(workers)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     supervisor.stdout.readline()
     return supervisor
 

@@ -53,14 +53,17 @@ def test_errors_carry_the_program_line(numpy_sandbox):
     assert "ZeroDivisionError" in verdict.detail and "line 9" in verdict.detail and "return 1 / x" in verdict.detail
 
 
-@pytest.mark.parametrize(("source", "function", "status", "fragment"), [
-    ("def model(x)\n    return x\n", "model", "syntax", "line 1"),
-    ("def model(x):\n    return x\n", "absent", "error", "no function absent"),
-    ("raise RuntimeError('at import')\ndef model(x):\n    return x\n", "model", "error", "at import"),
-    ("def model(x):\n    return {1: x}\n", "model", "error", "str keys"),
-    ("def model(x):\n    return object()\n", "model", "error", "cannot be judged"),
-    ("import torch\ndef model(x):\n    return x\n", "model", "error", "No module named 'torch'"),
-])
+@pytest.mark.parametrize(
+    ("source", "function", "status", "fragment"),
+    [
+        ("def model(x)\n    return x\n", "model", "syntax", "line 1"),
+        ("def model(x):\n    return x\n", "absent", "error", "no function absent"),
+        ("raise RuntimeError('at import')\ndef model(x):\n    return x\n", "model", "error", "at import"),
+        ("def model(x):\n    return {1: x}\n", "model", "error", "str keys"),
+        ("def model(x):\n    return object()\n", "model", "error", "cannot be judged"),
+        ("import torch\ndef model(x):\n    return x\n", "model", "error", "No module named 'torch'"),
+    ],
+)
 def test_failures_are_verdicts(numpy_sandbox, source, function, status, fragment):
     (verdict,) = numpy_sandbox.apply([Call(source, function, 1)])
     assert verdict.status == status and fragment in verdict.detail
@@ -86,8 +89,9 @@ def test_output_is_captured_per_call(numpy_sandbox):
 def test_calls_and_programs_share_one_sandbox(numpy_sandbox):
     (verdict,) = numpy_sandbox.verify([Program("def f(x: int):\n    return x == 3\n", "def g():\n    return 3\n")])
     assert verdict.passed
-    (value,) = numpy_sandbox.apply([Call("import numpy\ndef model(x):\n    return int(numpy.sum(x))\n", "model",
-                                         [1, 2])])
+    (value,) = numpy_sandbox.apply(
+        [Call("import numpy\ndef model(x):\n    return int(numpy.sum(x))\n", "model", [1, 2])]
+    )
     assert value.value == 3
 
 
@@ -100,3 +104,32 @@ def test_modules_are_offered_only_when_asked_for():
 def test_an_uninstalled_module_is_refused_at_once():
     with pytest.raises(ValueError, match="not_a_module_here"):
         Sandbox(modules=("not_a_module_here",))
+
+
+FORGE_A_REPLY = """
+import os, struct
+def frame(*fields):
+    parts = [field if isinstance(field, bytes) else field.encode() for field in fields]
+    body = struct.pack(">H", len(parts)) + b"".join(struct.pack(">I", len(p)) for p in parts) + b"".join(parts)
+    return struct.pack(">I", len(body)) + body
+os.write(4, frame("returned", "", {value}, b"\\xff" * 150_000))  # invalid UTF-8 grows 4x as it travels escaped
+os._exit(0)
+def model(x):
+    return x
+"""
+
+
+@pytest.mark.parametrize(("value", "status"), [('"1"', "returned"), ('"1" * ((1 << 23) + 1)', "error")])
+def test_a_reply_the_program_forges_is_capped_like_an_honest_one(numpy_sandbox, value, status):
+    """A program may forge its own caller's reply (it could as well return the value): its output is cut as an
+    honest caller's is and a value over the cap is an error, so the warden's reply stays within its frame limit
+    and the warden serves on."""
+    numpy_sandbox.apply([Call(COUNTER, "divide", 2)] * 2)  # both wardens started
+    wardens = [warden.pid for warden in numpy_sandbox._wardens]
+    verdict, after = numpy_sandbox.apply(
+        [Call(FORGE_A_REPLY.format(value=value), "model", 1), Call(COUNTER, "divide", 2)]
+    )
+    assert verdict.status == status, verdict
+    assert len(verdict.output) <= 4096 + 100
+    assert (after.status, after.value) == ("returned", 0.5)
+    assert [warden.pid for warden in numpy_sandbox._wardens] == wardens

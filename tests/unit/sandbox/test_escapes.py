@@ -39,14 +39,20 @@ SYSV_SHM = """
 
 def test_sysv_shared_memory_dies_with_the_program(solo):
     plant = wrong(textwrap.dedent(SYSV_SHM).replace("MODE", "0o1666").replace("WRITE", "True"))  # IPC_CREAT
-    find = program("def f(x: str):\n    return x == 'absent'",
-                   textwrap.dedent(SYSV_SHM).replace("MODE", "0o666").replace("WRITE", "False"))
+    find = program(
+        "def f(x: str):\n    return x == 'absent'",
+        textwrap.dedent(SYSV_SHM).replace("MODE", "0o666").replace("WRITE", "False"),
+    )
     verdicts = solo.verify([plant, find, plant, find])
     assert [v.status for v in verdicts] == ["fail", "pass", "fail", "pass"], verdicts
 
 
 def test_processes_are_bounded(namespaced):
-    (verdict,) = contained(namespaced, program("def f(x: int):\n    return x < 100", """
+    (verdict,) = contained(
+        namespaced,
+        program(
+            "def f(x: int):\n    return x < 100",
+            """
         import os, time
         def g():
             started = 0
@@ -59,7 +65,9 @@ def test_processes_are_bounded(namespaced):
                 except OSError:
                     break
             return started
-        """))
+        """,
+        ),
+    )
     assert verdict.status == "pass", verdict
 
 
@@ -68,7 +76,9 @@ def test_memory_is_bounded_across_processes(namespaced):
     with Sandbox(workers=1, timeout=5.0, memory_mb=512) as box:
         if "cgroup" not in box.isolation:
             pytest.skip(f"needs a memory cgroup; here: {box.isolation}")
-        (verdict,) = contained(box, wrong("""
+        (verdict,) = contained(
+            box,
+            wrong("""
             import os, time
             def g():
                 for _ in range(4):
@@ -79,7 +89,8 @@ def test_memory_is_bounded_across_processes(namespaced):
                         os._exit(0)
                 os.wait()
                 return 4
-            """))
+            """),
+        )
         assert verdict.status == "memory", verdict
 
 
@@ -92,7 +103,11 @@ def test_host_unix_sockets_are_unreachable(namespaced, tmp_path):
     server.listen(1)
     server.setblocking(False)
     try:
-        (verdict,) = contained(namespaced, program("def f(x: str):\n    return x == 'unreachable'", f"""
+        (verdict,) = contained(
+            namespaced,
+            program(
+                "def f(x: str):\n    return x == 'unreachable'",
+                f"""
             import socket
             def g():
                 client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -101,7 +116,9 @@ def test_host_unix_sockets_are_unreachable(namespaced, tmp_path):
                     return "connected"
                 except OSError:
                     return "unreachable"
-            """))
+            """,
+            ),
+        )
         assert verdict.status == "pass", verdict
         with pytest.raises(BlockingIOError):
             server.accept()
@@ -111,8 +128,10 @@ def test_host_unix_sockets_are_unreachable(namespaced, tmp_path):
 
 def test_nothing_outlives_a_killed_supervisor(tmp_path):
     mark = marker()
-    g = (f"import ctypes, subprocess\ndef g():\n    ctypes.CDLL(None).prctl(1, 0)\n"  # PR_SET_PDEATHSIG, 0
-         f"    subprocess.Popen(['sleep', '{mark}'])\n    import time\n    time.sleep(60)")
+    g = (
+        f"import ctypes, subprocess\ndef g():\n    ctypes.CDLL(None).prctl(1, 0)\n"  # PR_SET_PDEATHSIG, 0
+        f"    subprocess.Popen(['sleep', '{mark}'])\n    import time\n    time.sleep(60)"
+    )
     supervisor = start_supervisor(tmp_path, g, workers=2)
     deadline = time.monotonic() + 10
     while not [entry for entry in process_table().values() if mark.encode() in entry[2]]:
@@ -122,7 +141,8 @@ def test_nothing_outlives_a_killed_supervisor(tmp_path):
     supervisor.wait()
     script = supervisor.args[1].encode()  # its command line: no process of the supervisor's is left either
     deadline = time.monotonic() + 5
-    while (left := [entry for entry in process_table().values()
-                    if mark.encode() in entry[2] or script in entry[2]]) and time.monotonic() < deadline:
+    while (
+        left := [entry for entry in process_table().values() if mark.encode() in entry[2] or script in entry[2]]
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [entry for entry in left if entry[1] not in ("Z", "X")] == []

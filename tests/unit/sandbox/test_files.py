@@ -48,8 +48,10 @@ ATTACKS = """
 
 
 def snapshot(directory: Path) -> dict:
-    return {path.name: (path.read_bytes(), path.stat().st_mode, path.stat().st_mtime_ns)
-            for path in sorted(directory.iterdir())}
+    return {
+        path.name: (path.read_bytes(), path.stat().st_mode, path.stat().st_mtime_ns)
+        for path in sorted(directory.iterdir())
+    }
 
 
 def attack_files(sandbox: Sandbox, directory: Path) -> None:
@@ -90,8 +92,11 @@ def test_files_in_root_owned_dirs_are_untouched(sandbox):
 
 def test_world_writable_host_dirs_are_untouched(namespaced):
     """Outside /tmp: /run/lock (/var/lock) is world-writable on most hosts."""
-    targets = [path for path in ("/run/lock", "/var/lock", "/dev/shm", "/tmp", "/var/tmp")
-               if os.path.isdir(path) and os.stat(path).st_mode & 0o002]
+    targets = [
+        path
+        for path in ("/run/lock", "/var/lock", "/dev/shm", "/tmp", "/var/tmp")
+        if os.path.isdir(path) and os.stat(path).st_mode & 0o002
+    ]
     name = f"sandbox-planted-{uuid.uuid4().hex}"
     g = f"""
         import os
@@ -117,7 +122,11 @@ def test_world_writable_host_dirs_are_untouched(namespaced):
 
 def test_system_files_are_untouched(namespaced):
     before = Path("/etc/hostname").read_bytes() if Path("/etc/hostname").exists() else None
-    (verdict,) = contained(namespaced, program("def f(done: List[str]):\n    return done == []", """
+    (verdict,) = contained(
+        namespaced,
+        program(
+            "def f(done: List[str]):\n    return done == []",
+            """
         import os
         def g():
             done = []
@@ -129,14 +138,18 @@ def test_system_files_are_untouched(namespaced):
                 except OSError:
                     pass
             return done
-        """))
+        """,
+        ),
+    )
     assert verdict.status == "pass", verdict
     if before is not None:
         assert Path("/etc/hostname").read_bytes() == before
 
 
 def test_working_directory_is_writable_and_fresh(solo):
-    writer = program("def f(x: str):\n    return x == 'hello'", """
+    writer = program(
+        "def f(x: str):\n    return x == 'hello'",
+        """
         import os
         def g():
             os.makedirs("sub/dir")
@@ -146,8 +159,11 @@ def test_working_directory_is_writable_and_fresh(solo):
                 note.write("x")
             with open(os.path.join(os.getcwd(), "sub/dir/note.txt")) as note:
                 return note.read()
-        """)
-    sealed = program("def f(x: str):\n    return x == 'sealed'", """
+        """,
+    )
+    sealed = program(
+        "def f(x: str):\n    return x == 'sealed'",
+        """
         import os
         def g():
             os.makedirs("locked/inner")
@@ -155,7 +171,8 @@ def test_working_directory_is_writable_and_fresh(solo):
             os.chmod("locked/inner", 0)
             os.chmod("locked", 0)
             return "sealed"
-        """)
+        """,
+    )
     fresh = program("def f(x: List[str]):\n    return x == []", "import os\ndef g():\n    return os.listdir('.')")
     verdicts = solo.verify([writer, fresh, sealed, fresh, writer, fresh])
     assert [v.status for v in verdicts] == ["pass"] * 6, verdicts

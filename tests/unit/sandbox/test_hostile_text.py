@@ -63,8 +63,9 @@ def test_answer_type_of_an_annotation_too_deep_to_rebuild_is_its_text():
     assert answer_type(Puzzle(name="p", f=_f(PLUS_500))) == PLUS_500
 
 
-@pytest.mark.parametrize("f", [_f(PLUS_500), *map(_f, PAST_THE_PARSER), NULL_BYTE_F],
-                         ids=["500 chained +", *NAMES, "null byte"])
+@pytest.mark.parametrize(
+    "f", [_f(PLUS_500), *map(_f, PAST_THE_PARSER), NULL_BYTE_F], ids=["500 chained +", *NAMES, "null byte"]
+)
 def test_corpus_readers_leave_a_hostile_f_alone(f: str):
     assert constants_as_defaults(f) == f
     assert enumerating_solution(f) is None
@@ -80,11 +81,17 @@ def test_constants_as_defaults_lifts_a_one_megabyte_literal():
     assert lifted == f"def f(x: int, xs={ONE_MEGABYTE_LIST}):\n    return x in xs"
 
 
-@pytest.mark.parametrize("f, problem", [
-    *((_f(annotation), reason.removeprefix("syntax error: ").removesuffix(" (line 1)"))
-      for annotation, reason in PAST_THE_PARSER.items()),
-    (NULL_BYTE_F, "null byte"),
-], ids=[*NAMES, "null byte"])
+@pytest.mark.parametrize(
+    "f, problem",
+    [
+        *(
+            (_f(annotation), reason.removeprefix("syntax error: ").removesuffix(" (line 1)"))
+            for annotation, reason in PAST_THE_PARSER.items()
+        ),
+        (NULL_BYTE_F, "null byte"),
+    ],
+    ids=[*NAMES, "null byte"],
+)
 def test_parse_puzzle_blocks_rejects_a_hostile_block_with_its_line(f: str, problem: str):
     with pytest.raises(ValueError, match=r"^blocks\.txt line \d+: .*" + problem):
         parse_puzzle_blocks(f"### name: hostile | type: int\n{f}\n\ndef g():\n    return 1\n", "blocks.txt")
@@ -92,8 +99,9 @@ def test_parse_puzzle_blocks_rejects_a_hostile_block_with_its_line(f: str, probl
 
 @pytest.mark.parametrize("expression", [PLUS_500, ONE_MEGABYTE_LIST], ids=["500 chained +", "1 MB line"])
 def test_parse_puzzle_blocks_reads_a_long_expression(expression: str):
-    (puzzle,) = parse_puzzle_blocks(f"### name: long | type: int\n{_f('int')}\n\ndef g():\n    return {expression}\n",
-                                    "blocks.txt")
+    (puzzle,) = parse_puzzle_blocks(
+        f"### name: long | type: int\n{_f('int')}\n\ndef g():\n    return {expression}\n", "blocks.txt"
+    )
     assert puzzle.solutions == (f"def g():\n    return {expression}",)
 
 

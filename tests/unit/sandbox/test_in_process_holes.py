@@ -47,15 +47,17 @@ def test_forged_reply_with_stolen_request_id(fresh):
     assert verdict.status != "pass"
 
 
-@pytest.mark.parametrize("g", [
-    """
+@pytest.mark.parametrize(
+    "g",
+    [
+        """
     import sys
     def g():
         worker = sys.modules["__main__"]
         worker.run_program.__code__ = (lambda f_source, g_source, ans_type, base: ("pass", "")).__code__
         return 4
     """,
-    """
+        """
     import sys
     def g():
         def tracer(frame, event, arg):  # rewrites the worker's local once f has judged the answer
@@ -66,7 +68,7 @@ def test_forged_reply_with_stolen_request_id(fresh):
         sys.settrace(tracer)
         return 4
     """,
-    """
+        """
     import sys, math
     def g():
         def tracer(frame, event, arg):  # blinds the check of the namespaces
@@ -77,24 +79,32 @@ def test_forged_reply_with_stolen_request_id(fresh):
         sys.settrace(tracer)
         return 4
     """,
-], ids=["replaces_run_program", "trace_rewrites_result", "trace_blinds_repair"])
+    ],
+    ids=["replaces_run_program", "trace_rewrites_result", "trace_blinds_repair"],
+)
 def test_runner_internals(fresh, g):
     (verdict,) = contained(fresh, wrong(g))
     assert verdict.status != "pass"
 
 
-@pytest.mark.parametrize("g", [
-    "import collections\ndef g():\n"
-    "    collections.Counter.most_common.__code__ = (lambda self, n=None: [('a', 2)]).__code__\n    return 4",
-    "import random\ndef g():\n    random._inst._randbelow = lambda n: 0\n    return 4",
-    "import json\ndef g():\n    json._default_encoder.indent = 1\n    return 4",
-], ids=["function_code", "instance_attribute", "default_encoder"])
+@pytest.mark.parametrize(
+    "g",
+    [
+        "import collections\ndef g():\n"
+        "    collections.Counter.most_common.__code__ = (lambda self, n=None: [('a', 2)]).__code__\n    return 4",
+        "import random\ndef g():\n    random._inst._randbelow = lambda n: 0\n    return 4",
+        "import json\ndef g():\n    json._default_encoder.indent = 1\n    return 4",
+    ],
+    ids=["function_code", "instance_attribute", "default_encoder"],
+)
 def test_stdlib_object_state(fresh, g):
     check_stdlib_probes(fresh, g)
 
 
-POISON_REGEX_CACHE = ("import re\ndef g():\n    re.match('a+', 'a')\n    for key in list(re._cache):\n"
-                      "        if key[1] == 'a+':\n            re._cache[key] = re.compile('b+')\n    return 4")
+POISON_REGEX_CACHE = (
+    "import re\ndef g():\n    re.match('a+', 'a')\n    for key in list(re._cache):\n"
+    "        if key[1] == 'a+':\n            re._cache[key] = re.compile('b+')\n    return 4"
+)
 
 
 def test_regex_cache_poisoning_does_not_leak(fresh):
@@ -103,17 +113,32 @@ def test_regex_cache_poisoning_does_not_leak(fresh):
 
 def check_stdlib_probes(sandbox: Sandbox, g: str) -> None:
     probes = [
-        (program("import random\ndef f(x: int):\n    return x == random.Random(0).choice(range(100))",
-                 "import random\ndef g():\n    return random.choice(range(100))"), "pass"),
-        (program("import json\ndef f(x: str):\n    return x == '[1, 2]'",
-                 "import json\ndef g():\n    return json.dumps([1, 2])"), "pass"),
-        (program("import re\ndef f(x: bool):\n    return x",
-                 "import re\ndef g():\n    return re.match('a+', 'aaa') is not None"), "pass"),
+        (
+            program(
+                "import random\ndef f(x: int):\n    return x == random.Random(0).choice(range(100))",
+                "import random\ndef g():\n    return random.choice(range(100))",
+            ),
+            "pass",
+        ),
+        (
+            program(
+                "import json\ndef f(x: str):\n    return x == '[1, 2]'",
+                "import json\ndef g():\n    return json.dumps([1, 2])",
+            ),
+            "pass",
+        ),
+        (
+            program(
+                "import re\ndef f(x: bool):\n    return x",
+                "import re\ndef g():\n    return re.match('a+', 'aaa') is not None",
+            ),
+            "pass",
+        ),
     ]
     verdicts = sandbox.verify([wrong(g), *ORDINARY_PROGRAMS, *(prog for prog, _ in probes)])
     assert verdicts[0].status == "fail"
-    check_ordinary(verdicts[1:1 + len(ORDINARY)])
-    assert [v.status for v in verdicts[1 + len(ORDINARY):]] == [status for _, status in probes]
+    check_ordinary(verdicts[1 : 1 + len(ORDINARY)])
+    assert [v.status for v in verdicts[1 + len(ORDINARY) :]] == [status for _, status in probes]
 
 
 # ---------------------------------------------------------------- later programs cannot be made to pass
@@ -138,19 +163,24 @@ RAW_CLONE = """
 """
 
 
-@pytest.mark.parametrize("g", [
-    RAW_CLONE,
-    "import gc\ndef g():\n    gc.callbacks.append(lambda phase, info: __import__('os').write(3, b'x' * 100))\n"
-    "    return 4",
-    "import os\ndef g():\n"
-    "    os.register_at_fork(before=lambda: os.write(3, b'pass'), after_in_child=lambda: os._exit(0))\n    return 4",
-    "import sys\ndef g():\n    main = sys.modules['__main__']\n"
-    "    main.run_g.__code__ = (lambda *a: ['pass', '']).__code__\n"
-    "    main.judge_answer.__code__ = (lambda *a: ['pass', '']).__code__\n    return 4",
-    "import sys\ndef g():\n"
-    "    sys.modules['__main__'].compile_source = lambda *a: compile('def g():\\n    return 5', '<g>', 'exec')\n"
-    "    return 4",
-], ids=["raw_clone_child_forges", "gc_callback", "at_fork_hooks", "replaces_run_g_and_judge", "replaces_compiler"])
+@pytest.mark.parametrize(
+    "g",
+    [
+        RAW_CLONE,
+        "import gc\ndef g():\n    gc.callbacks.append(lambda phase, info: __import__('os').write(3, b'x' * 100))\n"
+        "    return 4",
+        "import os\ndef g():\n"
+        "    os.register_at_fork(before=lambda: os.write(3, b'pass'), after_in_child=lambda: os._exit(0))\n"
+        "    return 4",
+        "import sys\ndef g():\n    main = sys.modules['__main__']\n"
+        "    main.run_g.__code__ = (lambda *a: ['pass', '']).__code__\n"
+        "    main.judge_answer.__code__ = (lambda *a: ['pass', '']).__code__\n    return 4",
+        "import sys\ndef g():\n"
+        "    sys.modules['__main__'].compile_source = lambda *a: compile('def g():\\n    return 5', '<g>', 'exec')\n"
+        "    return 4",
+    ],
+    ids=["raw_clone_child_forges", "gc_callback", "at_fork_hooks", "replaces_run_g_and_judge", "replaces_compiler"],
+)
 def test_no_later_program_is_made_to_pass(solo, g):
     """Each attack is followed on the same warden by wrong programs (in `contained`) that must fail."""
     later_wrong = [wrong("def g():\n    return 4")] * 3

@@ -100,20 +100,24 @@ def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(sandbox):
     assert [v.status for v in verdicts] == ["pass"] * 5, verdicts
 
 
-@pytest.mark.parametrize("f", [
-    # replaces the judge's own code for every later answer
-    "import sys\ndef f(x: int):\n    main = sys.modules['__main__']\n"
-    "    main.judge_answer = lambda *a: ['pass', '', '', 'True']\n    return False",
-    # a thread that keeps answering on the reply pipe
-    "import os, threading, time\nfrom __main__ import pack\ndef f(x: int):\n"
-    "    def answer():\n        while True:\n            os.write(4, pack('pass', '', '', 'True', ''))\n"
-    "            time.sleep(0.001)\n    threading.Thread(target=answer, daemon=True).start()\n    return False",
-    # a late forged reply from a forked child, meant for the next program
-    "import os, time\nfrom __main__ import pack\ndef f(x: int):\n    if os.fork() == 0:\n        time.sleep(0.2)\n"
-    "        os.write(4, pack('pass', '', '', 'True', ''))\n        os._exit(0)\n    return False",
-    # a fork in a default argument: two judges on one pipe
-    "import os\ndef f(x: int, forked=os.fork()):\n    return False",
-], ids=["replaces_judge", "answering_thread", "late_forged_reply", "fork_in_default"])
+@pytest.mark.parametrize(
+    "f",
+    [
+        # replaces the judge's own code for every later answer
+        "import sys\ndef f(x: int):\n    main = sys.modules['__main__']\n"
+        "    main.judge_answer = lambda *a: ['pass', '', '', 'True']\n    return False",
+        # a thread that keeps answering on the reply pipe
+        "import os, threading, time\nfrom __main__ import pack\ndef f(x: int):\n"
+        "    def answer():\n        while True:\n            os.write(4, pack('pass', '', '', 'True', ''))\n"
+        "            time.sleep(0.001)\n    threading.Thread(target=answer, daemon=True).start()\n    return False",
+        # a late forged reply from a forked child, meant for the next program
+        "import os, time\nfrom __main__ import pack\ndef f(x: int):\n    if os.fork() == 0:\n        time.sleep(0.2)\n"
+        "        os.write(4, pack('pass', '', '', 'True', ''))\n        os._exit(0)\n    return False",
+        # a fork in a default argument: two judges on one pipe
+        "import os\ndef f(x: int, forked=os.fork()):\n    return False",
+    ],
+    ids=["replaces_judge", "answering_thread", "late_forged_reply", "fork_in_default"],
+)
 def test_a_judge_cannot_reach_the_next_verdict(sandbox, f):
     """Whatever f does to its own verdict (it decides it anyway: forging a pass is `return True`),
     every later verdict is right."""
@@ -144,10 +148,19 @@ def _syscall_program(calls: list[tuple[str, list]]) -> str:
 def test_keyrings_ipc_and_introspection_are_denied(sandbox):
     """Keyrings are shared by every process of a uid host-wide and outlive the run; SysV and POSIX
     IPC, ptrace and new namespaces would reach other programs too: each call fails with EPERM."""
-    calls = [("add_key", ["user", "codeplay", "answer", 6, -4]), ("keyctl", [0, -4, 0]),  # -4: the user keyring
-             ("request_key", ["user", "codeplay", 0, 0]), ("shmget", [0, 4096, 0o1666]), ("msgget", [0, 0o1666]),
-             ("semget", [0, 1, 0o1666]), ("mq_open", ["codeplay", 0o102, 0o666, 0]), ("ptrace", [16, 1, 0, 0]),
-             ("unshare", [0x10000000]), ("setns", [0, 0]), ("perf_event_open", [0, 0, -1, -1, 0])]
+    calls = [
+        ("add_key", ["user", "codeplay", "answer", 6, -4]),
+        ("keyctl", [0, -4, 0]),  # -4: the user keyring
+        ("request_key", ["user", "codeplay", 0, 0]),
+        ("shmget", [0, 4096, 0o1666]),
+        ("msgget", [0, 0o1666]),
+        ("semget", [0, 1, 0o1666]),
+        ("mq_open", ["codeplay", 0o102, 0o666, 0]),
+        ("ptrace", [16, 1, 0, 0]),
+        ("unshare", [0x10000000]),
+        ("setns", [0, 0]),
+        ("perf_event_open", [0, 0, -1, -1, 0]),
+    ]
     every_one_denied = f"def f(x: List[int]):\n    return x == [1] * {len(calls)}"  # 1: EPERM
     (verdict,) = contained(sandbox, program(every_one_denied, _syscall_program(calls)))
     assert verdict.status == "pass", verdict
@@ -156,13 +169,21 @@ def test_keyrings_ipc_and_introspection_are_denied(sandbox):
 def test_an_abstract_socket_dies_with_its_program(namespaced):
     """Abstract unix sockets are shared by a network namespace: the next program finds nothing."""
     name = f"\0codeplay-{uuid.uuid4().hex}"
-    listen = (f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    s.bind({name!r})\n"
-              "    s.listen()\n    return 1")
-    connect = (f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    try:\n"
-               f"        s.connect({name!r})\n    except OSError as error:\n        return type(error).__name__\n"
-               "    return 'connected'")
-    verdicts = namespaced.verify([program("def f(x: int):\n    return x == 1", listen),
-                                  program("def f(x: str):\n    return x == 'ConnectionRefusedError'", connect)])
+    listen = (
+        f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    s.bind({name!r})\n"
+        "    s.listen()\n    return 1"
+    )
+    connect = (
+        f"import socket\ndef g():\n    s = socket.socket(socket.AF_UNIX)\n    try:\n"
+        f"        s.connect({name!r})\n    except OSError as error:\n        return type(error).__name__\n"
+        "    return 'connected'"
+    )
+    verdicts = namespaced.verify(
+        [
+            program("def f(x: int):\n    return x == 1", listen),
+            program("def f(x: str):\n    return x == 'ConnectionRefusedError'", connect),
+        ]
+    )
     assert [v.status for v in verdicts] == ["pass", "pass"], verdicts
 
 
@@ -184,7 +205,12 @@ def test_the_root_holds_what_the_docs_say(namespaced):
         """)
     (verdict,) = contained(namespaced, program("def f(x):\n    return False", g))
     assert json.loads(verdict.answer.replace("'", '"').replace("False", "false").replace("True", "true")) == [
-        ["null", "random", "urandom", "zero"], False, [], False, []], verdict
+        ["null", "random", "urandom", "zero"],
+        False,
+        [],
+        False,
+        [],
+    ], verdict
 
 
 # ---------------------------------------------------------------- 4. costs charged to the program that caused them
@@ -244,8 +270,12 @@ def test_a_large_program_runs_right_after_another(namespaced):
 def test_the_answer_cap_is_the_documented_one(sandbox):
     fits = f"def g():\n    return 'x' * {ANSWER_CHARS - 2}"  # JSON adds the two quotes
     too_big = f"def g():\n    return 'x' * {ANSWER_CHARS - 1}"
-    verdicts = sandbox.verify([program(f"def f(x: str):\n    return len(x) == {ANSWER_CHARS - 2}", fits),
-                            program("def f(x: str):\n    return True", too_big)])
+    verdicts = sandbox.verify(
+        [
+            program(f"def f(x: str):\n    return len(x) == {ANSWER_CHARS - 2}", fits),
+            program("def f(x: str):\n    return True", too_big),
+        ]
+    )
     assert verdicts[0].status == "pass", verdicts[0]
     assert verdicts[1].status == "error" and f"at most {ANSWER_CHARS}" in verdicts[1].detail, verdicts[1]
 
@@ -263,8 +293,10 @@ def test_every_sandbox_gets_a_cgroup_of_its_own(namespaced):
     probe = "import os\ndef g():\n    return os.getpid()"
     with Sandbox(workers=1) as other:
         other.verify([program("def f(x: int):\n    return True", probe)])
-        names = [set().union(*(_cgroups_of(child) for child in _descendants(launcher.launcher.pid)))
-                 for launcher in (namespaced._wardens[0], other._wardens[0])]
+        names = [
+            set().union(*(_cgroups_of(child) for child in _descendants(launcher.launcher.pid)))
+            for launcher in (namespaced._wardens[0], other._wardens[0])
+        ]
     assert all(len(name) == 1 and len(next(iter(name))) == len("codeplay-") + 16 for name in names), names
     assert names[0] != names[1]
 
@@ -348,11 +380,15 @@ def test_removing_a_tree_deeper_than_any_stack_goes_on_where_it_stopped(tmp_path
     assert not top.exists() and slices > 1
 
 
-@pytest.mark.parametrize("annotation, status", [
-    ("+".join(["1"] * 500), "error"),  # parsed, then refused as a type
-    ("+".join(["1"] * 100_000), "syntax"),  # past the parser
-    ("List[" * 1000 + "int" + "]" * 1000, "syntax"),
-], ids=["plus_500", "plus_100000", "list_1000_deep"])
+@pytest.mark.parametrize(
+    "annotation, status",
+    [
+        ("+".join(["1"] * 500), "error"),  # parsed, then refused as a type
+        ("+".join(["1"] * 100_000), "syntax"),  # past the parser
+        ("List[" * 1000 + "int" + "]" * 1000, "syntax"),
+    ],
+    ids=["plus_500", "plus_100000", "list_1000_deep"],
+)
 def test_annotations_past_any_stack_are_verdicts(sandbox, annotation, status):
     (verdict,) = contained(sandbox, Program(f"def f(x: {annotation}):\n    return True", "def g():\n    return 1"))
     assert verdict.status == status, verdict
@@ -363,10 +399,14 @@ def _peak_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 
-@pytest.mark.parametrize("frame", [
-    "struct.pack('>I', 0xFFFFFFF0) + b'x' * (64 << 20)",  # announces 4 GB, streams 64 MB
-    "pack('answer', 'x' * (64 << 20), '', '')",  # a well-formed frame far past the cap
-], ids=["announced", "sent"])
+@pytest.mark.parametrize(
+    "frame",
+    [
+        "struct.pack('>I', 0xFFFFFFF0) + b'x' * (64 << 20)",  # announces 4 GB, streams 64 MB
+        "pack('answer', 'x' * (64 << 20), '', '')",  # a well-formed frame far past the cap
+    ],
+    ids=["announced", "sent"],
+)
 def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
     g = f"import os, struct\nfrom __main__ import pack\ndef g():\n    os.write(4, {frame})\n    return 1"
     (verdict,) = contained(sandbox, wrong(g))
@@ -380,8 +420,10 @@ def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
 def test_the_warden_exits_within_a_second_of_its_supervisor(tmp_path):
     """Mid-program, with 80,000 files to delete: the warden and every program process are gone
     within a second of the supervisor's SIGKILL."""
-    g = ("import os, time\ndef g():\n    for index in range(80000):\n        os.mkdir(f'd{index}')\n"
-         "    open('ready', 'w').close()\n    time.sleep(60)")
+    g = (
+        "import os, time\ndef g():\n    for index in range(80000):\n        os.mkdir(f'd{index}')\n"
+        "    open('ready', 'w').close()\n    time.sleep(60)"
+    )
     supervisor = start_supervisor(tmp_path, g, workers=1)
     time.sleep(3)  # the program is making its directories
     tree = _descendants(supervisor.pid)[1:]
@@ -403,8 +445,10 @@ def _cgroup_directories(pid: int) -> list[str]:
     """The host paths of the sandbox's cgroups that `pid` is in."""
     with open(f"/proc/{pid}/cgroup") as lines:
         entries = [line.rstrip("\n").split(":", 2) for line in lines if "codeplay-" in line]
-    return [f"/sys/fs/cgroup/{controllers.split(',')[0]}{path}" if controllers else f"/sys/fs/cgroup{path}"
-            for _, controllers, path in entries]
+    return [
+        f"/sys/fs/cgroup/{controllers.split(',')[0]}{path}" if controllers else f"/sys/fs/cgroup{path}"
+        for _, controllers, path in entries
+    ]
 
 
 def _ppid(pid: int) -> int:
@@ -430,7 +474,7 @@ def test_seccomp_filter_program_is_well_formed():
     for program_bytes in (seccomp_filter(), seccomp_filter(only_signal=1234)):
         if program_bytes is None:
             pytest.skip("no filter on this architecture")
-        instructions = [program_bytes[i:i + 8] for i in range(0, len(program_bytes), 8)]
+        instructions = [program_bytes[i : i + 8] for i in range(0, len(program_bytes), 8)]
         decoded = [(int.from_bytes(ins[:2], "little"), ins[2], ins[3]) for ins in instructions]
         assert decoded[-1][0] == RETURN
         for index, (code, true, false) in enumerate(decoded):

@@ -44,32 +44,32 @@ def probe_answer(solo):
 
 STATE_CHANGES = {
     "rlimit_as": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))\n"
-                 "    return 4",
+    "    return 4",
     "rlimit_nofile": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8))\n    return 4",
     "rlimit_stack": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_STACK, (1 << 16, 1 << 16))\n"
-                    "    return 4",
+    "    return 4",
     "rlimit_fsize": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))\n    return 4",
     "rlimit_cpu": "import resource\ndef g():\n    resource.setrlimit(resource.RLIMIT_CPU, (1, 1))\n    return 4",
     "seccomp_strict": "import ctypes\ndef g():\n    ctypes.CDLL(None).prctl(22, 1, 0, 0, 0)\n    return 4",
     "signal_handlers": "import signal\ndef g():\n    for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGUSR1):\n"
-                       "        signal.signal(s, signal.SIG_IGN)\n    return 4",
+    "        signal.signal(s, signal.SIG_IGN)\n    return 4",
     "armed_timer": "import signal\ndef g():\n    signal.setitimer(signal.ITIMER_REAL, 0.01)\n    return 4",
     "wakeup_fd_async": "import fcntl, os, signal\ndef g():\n    r, w = os.pipe()\n    os.set_blocking(w, False)\n"
-                       "    signal.set_wakeup_fd(w)\n    fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)\n    return 4",
+    "    signal.set_wakeup_fd(w)\n    fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)\n    return 4",
     "timezone": "import os, time\ndef g():\n    os.environ['TZ'] = 'Asia/Kolkata'\n    time.tzset()\n    return 4",
     "nice": "import os\ndef g():\n    os.nice(19)\n    return 4",
     "affinity": "import os\ndef g():\n    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n    return 4",
     "tracemalloc": "import tracemalloc\ndef g():\n    tracemalloc.start()\n    return 4",
     "gc_flags": "import gc\ndef g():\n    gc.disable()\n    gc.set_threshold(1, 1, 1)\n    return 4",
     "decimal_default": "import decimal\ndef g():\n    decimal.DefaultContext.prec = 3\n"
-                       "    decimal.DefaultContext.rounding = decimal.ROUND_DOWN\n    return 4",
+    "    decimal.DefaultContext.rounding = decimal.ROUND_DOWN\n    return 4",
     "typing_internals": "import typing\ndef g():\n    typing._cleanups.clear()\n    typing.List._name = 'Hacked'\n"
-                        "    return 4",
+    "    return 4",
     "fills_tmp": "def g():\n    with open('/tmp/fill', 'wb') as fill:\n        try:\n            while True:\n"
-                 "                fill.write(b'x' * (1 << 20))\n        except OSError:\n            pass\n"
-                 "    return 4",
+    "                fill.write(b'x' * (1 << 20))\n        except OSError:\n            pass\n"
+    "    return 4",
     "posix_timer": "import ctypes, signal\ndef g():\n    libc = ctypes.CDLL(None)\n    timer = ctypes.c_void_p()\n"
-                   "    libc.timer_create(1, None, ctypes.byref(timer))\n    return 4",
+    "    libc.timer_create(1, None, ctypes.byref(timer))\n    return 4",
     "recursion_limit": "import sys\ndef g():\n    sys.setrecursionlimit(50)\n    return 4",
     "dev_shm": "import os\ndef g():\n    open('/dev/shm/planted', 'w').close()\n    return 4",
 }

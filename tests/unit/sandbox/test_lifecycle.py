@@ -58,17 +58,25 @@ def test_environment_secrets_are_invisible(monkeypatch):
     with Sandbox(workers=1, timeout=2.0) as box:
         (verdict,) = contained(box, program(f, g))
         assert verdict.status == "pass", verdict
-        (verdict,) = box.verify([program("import os\ndef f(x: str):\n    return x == ''",
-                                         f"import os\ndef g():\n    return os.environ.get({SECRET_NAME!r}, '')")])
+        (verdict,) = box.verify(
+            [
+                program(
+                    "import os\ndef f(x: str):\n    return x == ''",
+                    f"import os\ndef g():\n    return os.environ.get({SECRET_NAME!r}, '')",
+                )
+            ]
+        )
         assert verdict.status == "pass", verdict
 
 
 def test_determinism(sandbox):
     expected = random.Random(0).random()
-    draw = program(f"def f(x: float):\n    return x == {expected!r}",
-                   "import random\ndef g():\n    return random.random()")
-    reseed = program("def f(x):\n    return True",
-                     "import random\ndef g():\n    random.seed(99)\n    random.random()\n    return 1")
+    draw = program(
+        f"def f(x: float):\n    return x == {expected!r}", "import random\ndef g():\n    return random.random()"
+    )
+    reseed = program(
+        "def f(x):\n    return True", "import random\ndef g():\n    random.seed(99)\n    random.random()\n    return 1"
+    )
     verdicts = sandbox.verify([draw, reseed, draw, reseed, draw, draw])
     assert [v.status for v in verdicts] == ["pass"] * 6, verdicts
     (again,) = sandbox.verify([draw])
@@ -81,12 +89,20 @@ def test_determinism(sandbox):
 
 
 def test_working_directory_exists_and_is_empty(sandbox):
-    verdicts = sandbox.verify([program("def f(x: List[bool]):\n    return x == [True, True, True]", """
+    verdicts = sandbox.verify(
+        [
+            program(
+                "def f(x: List[bool]):\n    return x == [True, True, True]",
+                """
         import os
         def g():
             cwd = os.getcwd()
             return [os.path.isdir(cwd), os.listdir(cwd) == [], os.listdir(".") == []]
-        """)] * 3)
+        """,
+            )
+        ]
+        * 3
+    )
     assert [v.status for v in verdicts] == ["pass"] * 3
 
 
@@ -97,18 +113,32 @@ def test_queued_work_is_not_lost(fast):
     ok = program("def f(x: int):\n    return x == 2", "import math\ndef g():\n    return int(math.sqrt(4))")
     no = program("def f(x: int):\n    return x == 3", "def g():\n    return 2")
     mix = [
-        (ok, "pass"), (wrong("def g():\n    while True:\n        pass"), "timeout"), (no, "fail"),
-        (wrong("import ctypes\ndef g():\n    ctypes.string_at(0)"), "error"), (ok, "pass"),
-        (wrong(SIGNAL_PROOF), "timeout"), (wrong("import os\ndef g():\n    os._exit(3)"), "error"),
-        (Program("def f(x) return", "def g():\n    return 1"), "syntax"), (ok, "pass"),
-        (wrong("def g():\n    return [0] * (1 << 40)"), "memory"), (no, "fail"),
-        (wrong("import threading, time\ndef g():\n    threading.Thread(target=time.sleep, args=(100,)).start()\n"
-               "    return 4"), "fail"),
-        (wrong("import builtins\ndef g():\n    builtins.len = None\n    return 4"), "error"), (ok, "pass"),
+        (ok, "pass"),
+        (wrong("def g():\n    while True:\n        pass"), "timeout"),
+        (no, "fail"),
+        (wrong("import ctypes\ndef g():\n    ctypes.string_at(0)"), "error"),
+        (ok, "pass"),
+        (wrong(SIGNAL_PROOF), "timeout"),
+        (wrong("import os\ndef g():\n    os._exit(3)"), "error"),
+        (Program("def f(x) return", "def g():\n    return 1"), "syntax"),
+        (ok, "pass"),
+        (wrong("def g():\n    return [0] * (1 << 40)"), "memory"),
+        (no, "fail"),
+        (
+            wrong(
+                "import threading, time\ndef g():\n    threading.Thread(target=time.sleep, args=(100,)).start()\n"
+                "    return 4"
+            ),
+            "fail",
+        ),
+        (wrong("import builtins\ndef g():\n    builtins.len = None\n    return 4"), "error"),
+        (ok, "pass"),
         (wrong("import time\ndef g():\n    time.sleep(100)"), "timeout"),
-        (forging(FORGED_PASS, "os._exit(0)"), "error"), (ok, "pass"),
+        (forging(FORGED_PASS, "os._exit(0)"), "error"),
+        (ok, "pass"),
         (wrong("def g():\n    raise SystemExit(0)"), "error"),
-        (no, "fail"), (ok, "pass"),
+        (no, "fail"),
+        (ok, "pass"),
     ]
     assert len(mix) == 20
     calls: list[tuple[int, Verdict]] = []
@@ -143,20 +173,26 @@ def test_import_path_has_no_torch():
     env.update(PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
     result = subprocess.run(
         [sys.executable, "-c", "import codeplay_lightning.execution, sys; assert 'torch' not in sys.modules, 'torch'"],
-        env=env, capture_output=True, text=True, timeout=60)
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("kwargs", [{"workers": 0}, {"workers": -1}, {"timeout": 0}, {"timeout": -1.0},
-                                    {"memory_mb": 8}])
+@pytest.mark.parametrize(
+    "kwargs", [{"workers": 0}, {"workers": -1}, {"timeout": 0}, {"timeout": -1.0}, {"memory_mb": 8}]
+)
 def test_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         Sandbox(**kwargs)
 
 
 def test_importing_a_submodule_of_a_watched_package_is_not_tampering(solo):
-    imports = program("def f(x: str) -> bool:\n    return x == 'ok'",
-                      "import json.tool\nimport os.path\ndef g():\n    return 'ok'")
+    imports = program(
+        "def f(x: str) -> bool:\n    return x == 'ok'", "import json.tool\nimport os.path\ndef g():\n    return 'ok'"
+    )
     verdicts = contained(solo, imports)
     assert verdicts[0].status == "pass", verdicts[0].detail
 

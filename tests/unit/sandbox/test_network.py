@@ -44,8 +44,12 @@ def test_network_is_unreachable(namespaced, tcp_server):
 
 def test_network_error_when_not_caught(namespaced, tcp_server):
     port = tcp_server.getsockname()[1]
-    (verdict,) = contained(namespaced, wrong(
-        f"import socket\ndef g():\n    socket.create_connection(('127.0.0.1', {port}), timeout=0.3)\n    return 5"))
+    (verdict,) = contained(
+        namespaced,
+        wrong(
+            f"import socket\ndef g():\n    socket.create_connection(('127.0.0.1', {port}), timeout=0.3)\n    return 5"
+        ),
+    )
     assert verdict.status == "error" and "Error" in verdict.detail, verdict
     with pytest.raises(BlockingIOError):
         tcp_server.accept()
@@ -75,8 +79,10 @@ def test_udp_and_dns_do_not_hang(namespaced):
     """
     started = time.monotonic()
     try:
-        (verdict,) = contained(namespaced, program(
-            "def f(x: List[str]):\n    return x[1:] == ['failed'] * 3 and x[0] in ('worked', 'failed')", g))
+        (verdict,) = contained(
+            namespaced,
+            program("def f(x: List[str]):\n    return x[1:] == ['failed'] * 3 and x[0] in ('worked', 'failed')", g),
+        )
         assert verdict.status == "pass", verdict
         assert verdict.seconds < 1.5
         with pytest.raises(BlockingIOError):

@@ -14,31 +14,42 @@ from sandbox_support import (
 # ---------------------------------------------------------------- killing
 
 
-@pytest.mark.parametrize("g", [
-    "import os, signal\ndef g():\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 4",
-    "import os, signal\ndef g():\n    os.killpg(0, signal.SIGKILL)\n    return 4",
-    "import os, signal\ndef g():\n    os.kill(0, signal.SIGKILL)\n    return 4",
-    "import os, signal\ndef g():\n    os.kill(os.getpid(), signal.SIGKILL)\n    return 4",
-    "import os, signal\ndef g():\n    os.kill(os.getpid(), signal.SIGSTOP)\n    return 4",
-    "import os, signal\ndef g():\n    os.killpg(os.getpgid(os.getppid() or 1), signal.SIGTERM)\n    return 4",
-], ids=["parent", "process_group", "pid_0", "itself", "stops_itself", "parent_group_sigterm"])
+@pytest.mark.parametrize(
+    "g",
+    [
+        "import os, signal\ndef g():\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 4",
+        "import os, signal\ndef g():\n    os.killpg(0, signal.SIGKILL)\n    return 4",
+        "import os, signal\ndef g():\n    os.kill(0, signal.SIGKILL)\n    return 4",
+        "import os, signal\ndef g():\n    os.kill(os.getpid(), signal.SIGKILL)\n    return 4",
+        "import os, signal\ndef g():\n    os.kill(os.getpid(), signal.SIGSTOP)\n    return 4",
+        "import os, signal\ndef g():\n    os.killpg(os.getpgid(os.getppid() or 1), signal.SIGTERM)\n    return 4",
+    ],
+    ids=["parent", "process_group", "pid_0", "itself", "stops_itself", "parent_group_sigterm"],
+)
 def test_kills(sandbox, g):
     (verdict,) = contained(sandbox, wrong(g))
     assert verdict.status in ("fail", "error", "timeout"), verdict
 
 
 def test_kill_everything(namespaced):
-    hostile = wrong("import os, signal\ndef g():\n    try:\n        os.kill(-1, signal.SIGKILL)\n"
-                    "    except OSError:\n        pass\n    return 4")
+    hostile = wrong(
+        "import os, signal\ndef g():\n    try:\n        os.kill(-1, signal.SIGKILL)\n"
+        "    except OSError:\n        pass\n    return 4"
+    )
     verdicts = contained(namespaced, hostile, hostile)
     assert {v.status for v in verdicts} <= {"fail", "error"}
 
 
 def test_kill_everything_and_pass(namespaced):
-    (verdict,) = contained(namespaced, program("def f(x):\n    return x == 4",
-                                               "import os, signal\ndef g():\n    try:\n"
-                                               "        os.kill(-1, signal.SIGKILL)\n    except OSError:\n"
-                                               "        pass\n    return 4"))
+    (verdict,) = contained(
+        namespaced,
+        program(
+            "def f(x):\n    return x == 4",
+            "import os, signal\ndef g():\n    try:\n"
+            "        os.kill(-1, signal.SIGKILL)\n    except OSError:\n"
+            "        pass\n    return 4",
+        ),
+    )
     assert verdict.status in ("pass", "error")  # killing nothing is fine; killing itself is an error
 
 
@@ -47,18 +58,27 @@ def test_kill_everything_and_pass(namespaced):
 
 def test_subprocess_does_not_outlive_the_program(sandbox):
     mark = marker()
-    (verdict,) = contained(sandbox, program("def f(x):\n    return x == 4", f"""
+    (verdict,) = contained(
+        sandbox,
+        program(
+            "def f(x):\n    return x == 4",
+            f"""
         import subprocess
         def g():
             subprocess.Popen(["sleep", "{mark}"])
             return 4
-        """), marker=mark)
+        """,
+        ),
+        marker=mark,
+    )
     assert verdict.status == "pass", verdict  # starting a process is allowed; it just cannot stay
 
 
 def test_double_fork_daemon_does_not_outlive_the_program(sandbox):
     mark = marker()
-    (verdict,) = contained(sandbox, wrong(f"""
+    (verdict,) = contained(
+        sandbox,
+        wrong(f"""
         import os
         def g():
             if os.fork() == 0:
@@ -68,12 +88,16 @@ def test_double_fork_daemon_does_not_outlive_the_program(sandbox):
                 os._exit(0)
             os.wait()
             return 4
-        """), marker=mark)
+        """),
+        marker=mark,
+    )
     assert verdict.status == "fail", verdict
 
 
 def test_python_daemon_without_exec_does_not_outlive_the_program(sandbox):
-    (verdict,) = contained(sandbox, wrong("""
+    (verdict,) = contained(
+        sandbox,
+        wrong("""
         import os, time
         def g():
             if os.fork() == 0:
@@ -84,7 +108,8 @@ def test_python_daemon_without_exec_does_not_outlive_the_program(sandbox):
                 os._exit(0)
             os.wait()
             return 4
-        """))
+        """),
+    )
     assert verdict.status == "fail", verdict
 
 
@@ -92,14 +117,17 @@ def test_fork_that_keeps_running_the_worker(sandbox):
     """The child returns from g too: two processes then compute and report the same verdict."""
     (verdict,) = contained(sandbox, wrong("import os\ndef g():\n    os.fork()\n    return 4"))
     assert verdict.status in ("fail", "error"), verdict
-    (verdict,) = contained(sandbox, program("def f(x):\n    return x == 4",
-                                            "import os\ndef g():\n    os.fork()\n    return 4"))
+    (verdict,) = contained(
+        sandbox, program("def f(x):\n    return x == 4", "import os\ndef g():\n    os.fork()\n    return 4")
+    )
     assert verdict.status in ("pass", "error"), verdict
 
 
 def test_many_processes(sandbox):
     mark = marker()
-    (verdict,) = contained(sandbox, wrong(f"""
+    (verdict,) = contained(
+        sandbox,
+        wrong(f"""
         import subprocess
         def g():
             for _ in range(20):
@@ -108,7 +136,9 @@ def test_many_processes(sandbox):
                 except OSError:
                     break
             return 4
-        """), marker=mark)
+        """),
+        marker=mark,
+    )
     assert verdict.status in ("fail", "error"), verdict
 
 
@@ -128,11 +158,15 @@ PATCHING_THREAD = """
 """
 
 
-@pytest.mark.parametrize("hostile", [
-    wrong(PATCHING_THREAD),
-    wrong("import threading, time\ndef g():\n    threading.Thread(target=time.sleep, args=(100,)).start()\n"
-          "    return 4"),
-    wrong("""
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        wrong(PATCHING_THREAD),
+        wrong(
+            "import threading, time\ndef g():\n    threading.Thread(target=time.sleep, args=(100,)).start()\n"
+            "    return 4"
+        ),
+        wrong("""
         import threading, time, math
         def g():
             def later():
@@ -141,7 +175,9 @@ PATCHING_THREAD = """
             threading.Thread(target=later).start()
             return 4
         """),
-], ids=["patches_len_every_ms", "sleeping_thread", "patches_after_return"])
+    ],
+    ids=["patches_len_every_ms", "sleeping_thread", "patches_after_return"],
+)
 def test_threads_that_outlive_the_program(solo, hostile):
     (verdict,) = contained(solo, hostile)
     assert verdict.status in ("fail", "error"), verdict

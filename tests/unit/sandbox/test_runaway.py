@@ -17,11 +17,13 @@ from sandbox_support import (
 # ---------------------------------------------------------------- infinite loops
 
 
-@pytest.mark.parametrize("hostile", [
-    wrong("def g():\n    while True:\n        pass"),
-    program("def f(x):\n    while True:\n        pass", "def g():\n    return 1"),
-    wrong(SIGNAL_PROOF),
-    wrong("""
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        wrong("def g():\n    while True:\n        pass"),
+        program("def f(x):\n    while True:\n        pass", "def g():\n    return 1"),
+        wrong(SIGNAL_PROOF),
+        wrong("""
         def g():
             while True:
                 try:
@@ -30,11 +32,20 @@ from sandbox_support import (
                 except BaseException:
                     pass
         """),
-    wrong("import time\ndef g():\n    time.sleep(1000)"),
-    wrong("import itertools\ndef g():\n    return sum(itertools.count())"),  # never leaves C code
-    wrong("import os\ndef g():\n    read, write = os.pipe()\n    return os.read(read, 1)"),
-], ids=["loop_in_g", "loop_in_f", "signals_blocked_and_ignored", "catches_everything", "sleep",
-        "c_level_loop", "blocks_on_a_pipe"])
+        wrong("import time\ndef g():\n    time.sleep(1000)"),
+        wrong("import itertools\ndef g():\n    return sum(itertools.count())"),  # never leaves C code
+        wrong("import os\ndef g():\n    read, write = os.pipe()\n    return os.read(read, 1)"),
+    ],
+    ids=[
+        "loop_in_g",
+        "loop_in_f",
+        "signals_blocked_and_ignored",
+        "catches_everything",
+        "sleep",
+        "c_level_loop",
+        "blocks_on_a_pipe",
+    ],
+)
 def test_infinite_loops_time_out(fast, hostile):
     started = time.monotonic()
     (verdict,) = contained(fast, hostile)
@@ -46,13 +57,17 @@ def test_infinite_loops_time_out(fast, hostile):
 # ---------------------------------------------------------------- memory, recursion, crashes
 
 
-@pytest.mark.parametrize("hostile", [
-    wrong("def g():\n    return [0] * (1 << 40)"),
-    wrong("def g():\n    return 'x' * (1 << 40)"),
-    wrong("def g():\n    blocks = []\n    while True:\n        blocks.append(bytearray(1 << 24))"),
-    wrong("def g():\n    blocks = []\n    while True:\n        blocks.append([None] * (1 << 20))"),
-    program("def f(x):\n    return len(x * (1 << 40)) > 0", "def g():\n    return 'ab'"),
-], ids=["huge_list", "huge_string", "growing_buffers", "growing_lists", "in_f"])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        wrong("def g():\n    return [0] * (1 << 40)"),
+        wrong("def g():\n    return 'x' * (1 << 40)"),
+        wrong("def g():\n    blocks = []\n    while True:\n        blocks.append(bytearray(1 << 24))"),
+        wrong("def g():\n    blocks = []\n    while True:\n        blocks.append([None] * (1 << 20))"),
+        program("def f(x):\n    return len(x * (1 << 40)) > 0", "def g():\n    return 'ab'"),
+    ],
+    ids=["huge_list", "huge_string", "growing_buffers", "growing_lists", "in_f"],
+)
 def test_memory_exhaustion(solo, hostile):
     (verdict,) = contained(solo, hostile)
     assert verdict.status == "memory", verdict
@@ -64,9 +79,12 @@ def test_deep_recursion_is_an_error(sandbox):
     assert "RecursionError" in verdict.detail
 
 
-@pytest.mark.parametrize("hostile, signal_name", [
-    (wrong("import ctypes\ndef g():\n    return ctypes.string_at(0)"), "SIGSEGV"),
-    (wrong("""
+@pytest.mark.parametrize(
+    "hostile, signal_name",
+    [
+        (wrong("import ctypes\ndef g():\n    return ctypes.string_at(0)"), "SIGSEGV"),
+        (
+            wrong("""
         import sys
         def g():
             sys.setrecursionlimit(10 ** 8)
@@ -74,11 +92,15 @@ def test_deep_recursion_is_an_error(sandbox):
                 def __repr__(self):
                     return repr(self)  # every level goes through C: the C stack overflows
             return repr(Deep())
-        """), "SIGSEGV"),
-    # SIGABRT, or SIGSEGV when abort() finds its signal dropped (the worker is PID 1 of its namespace)
-    (wrong("import os\ndef g():\n    os.abort()"), ("SIGABRT", "SIGSEGV")),
-    (wrong("import os, signal\ndef g():\n    signal.raise_signal(signal.SIGBUS)"), None),  # dropped for PID 1
-], ids=["null_pointer", "c_stack_overflow", "abort", "raise_sigbus"])
+        """),
+            "SIGSEGV",
+        ),
+        # SIGABRT, or SIGSEGV when abort() finds its signal dropped (the worker is PID 1 of its namespace)
+        (wrong("import os\ndef g():\n    os.abort()"), ("SIGABRT", "SIGSEGV")),
+        (wrong("import os, signal\ndef g():\n    signal.raise_signal(signal.SIGBUS)"), None),  # dropped for PID 1
+    ],
+    ids=["null_pointer", "c_stack_overflow", "abort", "raise_sigbus"],
+)
 def test_crashes(sandbox, hostile, signal_name):
     (verdict,) = contained(sandbox, hostile)
     assert verdict.status != "pass"
@@ -91,16 +113,19 @@ def test_crashes(sandbox, hostile, signal_name):
 # ---------------------------------------------------------------- exits
 
 
-@pytest.mark.parametrize("g, fragment", [
-    ("def g():\n    exit()", ""),
-    ("def g():\n    quit(3)", ""),
-    ("import sys\ndef g():\n    sys.exit(0)", "SystemExit"),
-    ("def g():\n    raise SystemExit", "SystemExit"),
-    ("def g():\n    raise KeyboardInterrupt", "KeyboardInterrupt"),
-    ("def g():\n    raise GeneratorExit", "GeneratorExit"),
-    ("import os\ndef g():\n    os._exit(0)", "exit code 0"),
-    ("import os\ndef g():\n    os._exit(1)", "exit code 1"),
-])
+@pytest.mark.parametrize(
+    "g, fragment",
+    [
+        ("def g():\n    exit()", ""),
+        ("def g():\n    quit(3)", ""),
+        ("import sys\ndef g():\n    sys.exit(0)", "SystemExit"),
+        ("def g():\n    raise SystemExit", "SystemExit"),
+        ("def g():\n    raise KeyboardInterrupt", "KeyboardInterrupt"),
+        ("def g():\n    raise GeneratorExit", "GeneratorExit"),
+        ("import os\ndef g():\n    os._exit(0)", "exit code 0"),
+        ("import os\ndef g():\n    os._exit(1)", "exit code 1"),
+    ],
+)
 def test_exits_are_errors(sandbox, g, fragment):
     (verdict,) = contained(sandbox, program("def f(x):\n    return True", g))  # f would pass anything
     assert verdict.status == "error", verdict

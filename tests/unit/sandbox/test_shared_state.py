@@ -21,7 +21,7 @@ TAMPERING = {
     "builtins_via_dunder": "def g():\n    __builtins__.len = lambda *args: 4\n    return 4",
     "math_sqrt": "import math\ndef g():\n    math.sqrt = lambda x: 3.0\n    return 4",
     "counter_method": "import collections\ndef g():\n"
-                      "    collections.Counter.most_common = lambda self, n=None: [('a', 2)]\n    return 4",
+    "    collections.Counter.most_common = lambda self, n=None: [('a', 2)]\n    return 4",
     "sys_modules_math": """
         import sys, types
         def g():
@@ -44,24 +44,38 @@ def test_tampering_with_shared_state(solo, g):
 
 def test_tampering_with_shared_state_in_f(solo):
     """f may do as it likes in its own judge: it decides its own puzzle only."""
-    (verdict,) = contained(solo, program("import builtins\ndef f(x):\n    builtins.len = lambda *a: 4\n    return True",
-                                         "def g():\n    return 1"))
+    (verdict,) = contained(
+        solo,
+        program(
+            "import builtins\ndef f(x):\n    builtins.len = lambda *a: 4\n    return True", "def g():\n    return 1"
+        ),
+    )
     assert verdict.status in ("pass", "error"), verdict
 
 
 def test_tampering_does_not_reach_f(solo):
-    (verdict,) = contained(solo, program("def f(x: List[int]):\n    return len(x) == 4", """
+    (verdict,) = contained(
+        solo,
+        program(
+            "def f(x: List[int]):\n    return len(x) == 4",
+            """
         import builtins
         def g():
             builtins.len = lambda *args: 4
             return [1]
-        """))
+        """,
+        ),
+    )
     assert verdict.status in ("fail", "error"), verdict
 
 
 def test_legitimate_state_changes_are_undone(solo):
     """Changes a program may make on purpose: undone quietly, not held against it."""
-    (verdict,) = contained(solo, program("def f(x):\n    return x == 4", """
+    (verdict,) = contained(
+        solo,
+        program(
+            "def f(x):\n    return x == 4",
+            """
         import os, sys, random, signal, decimal, gc
         def g():
             sys.setrecursionlimit(100)
@@ -74,10 +88,16 @@ def test_legitimate_state_changes_are_undone(solo):
             gc.disable()
             import colorsys  # a new import is forgotten, not an error
             return 4
-        """))
+        """,
+        ),
+    )
     assert verdict.status == "pass", verdict
     third = str(decimal.Context().divide(1, 3))  # the default context, as a fresh program gets it
-    (verdict,) = solo.verify([program(f"def f(x: List[str]):\n    return x == [{third!r}, '', 'ok']", """
+    (verdict,) = solo.verify(
+        [
+            program(
+                f"def f(x: List[str]):\n    return x == [{third!r}, '', 'ok']",
+                """
         import decimal, os, sys, time
         def g():
             def deep(n):
@@ -86,15 +106,20 @@ def test_legitimate_state_changes_are_undone(solo):
             time.sleep(0.1)  # the alarm set by the last program must not fire here
             return [str(decimal.Decimal(1) / decimal.Decimal(3)), os.environ.get("SOMETHING", ""),
                     "ok" if "/nonexistent" not in sys.path else "path"]
-        """)])
+        """,
+            )
+        ]
+    )
     assert verdict.status == "pass", verdict
 
 
 PATCH_SQRT = "import math; math.sqrt = lambda x: 3.0"  # flips two ordinary programs
 
 
-@pytest.mark.parametrize("g", [
-    f"""
+@pytest.mark.parametrize(
+    "g",
+    [
+        f"""
     def g():
         class Bomb:
             def __del__(self):
@@ -102,7 +127,7 @@ PATCH_SQRT = "import math; math.sqrt = lambda x: 3.0"  # flips two ordinary prog
         bomb = Bomb()  # kept alive by the exception's traceback until the worker lets go of it
         raise ValueError("boom")
     """,
-    f"""
+        f"""
     def g():
         class Bomb:
             def __del__(self):
@@ -111,7 +136,7 @@ PATCH_SQRT = "import math; math.sqrt = lambda x: 3.0"  # flips two ordinary prog
         bomb.cycle = bomb  # finalized at the worker's garbage collection
         return 4
     """,
-    f"""
+        f"""
     import weakref
     def g():
         class Node:
@@ -123,7 +148,7 @@ PATCH_SQRT = "import math; math.sqrt = lambda x: 3.0"  # flips two ordinary prog
         weakref.finalize(node, patch)
         return 4
     """,
-    f"""
+        f"""
     def g():
         class Sneaky(Exception):
             def __str__(self):  # runs when the worker describes the error
@@ -131,7 +156,7 @@ PATCH_SQRT = "import math; math.sqrt = lambda x: 3.0"  # flips two ordinary prog
                 return "sneaky"
         raise Sneaky()
     """,
-    f"""
+        f"""
     def g():
         class Phoenix:
             def __del__(self):  # each collection leaves another one behind
@@ -142,7 +167,7 @@ PATCH_SQRT = "import math; math.sqrt = lambda x: 3.0"  # flips two ordinary prog
         first.cycle = first
         return 4
     """,
-    f"""
+        f"""
     def g():
         class Egg:
             def __init__(self, hatch):
@@ -155,8 +180,16 @@ PATCH_SQRT = "import math; math.sqrt = lambda x: 3.0"  # flips two ordinary prog
         Egg(False)
         return 4
     """,
-], ids=["finalizer_in_traceback", "finalizer_in_cycle", "weakref_finalize", "exception_str",
-        "resurrecting_finalizer", "second_generation_finalizer"])
+    ],
+    ids=[
+        "finalizer_in_traceback",
+        "finalizer_in_cycle",
+        "weakref_finalize",
+        "exception_str",
+        "resurrecting_finalizer",
+        "second_generation_finalizer",
+    ],
+)
 def test_program_code_running_after_the_program(solo, g):
     """Program code can run after the program returned: finalizers, an exception's __str__."""
     (verdict,) = contained(solo, wrong(g))
@@ -165,7 +198,9 @@ def test_program_code_running_after_the_program(solo, g):
 
 def test_audit_hooks_do_not_outlive_the_program(solo):
     """Audit hooks cannot be removed: one added by a program would run inside every later program."""
-    (verdict,) = contained(solo, wrong("""
+    (verdict,) = contained(
+        solo,
+        wrong("""
         import sys
         def g():
             def hook(event, args):
@@ -176,33 +211,41 @@ def test_audit_hooks_do_not_outlive_the_program(solo):
                         namespace["sorted"] = lambda x: [2, 1]
             sys.addaudithook(hook)
             return 4
-        """))
+        """),
+    )
     assert verdict.status in ("fail", "error"), verdict
 
 
 def test_request_pipe_replaced(solo):
     """A program that swaps the worker's request pipe for /dev/null (no extra fd left open)."""
-    (verdict,) = contained(solo, wrong("""
+    (verdict,) = contained(
+        solo,
+        wrong("""
         import json, os, sys
         def g():
             spare = os.open("/dev/null", os.O_RDONLY)
             os.dup2(spare, json.loads(sys.argv[1])["request_fd"])
             os.close(spare)
             return 4
-        """))
+        """),
+    )
     assert verdict.status == "fail", verdict
 
 
-@pytest.mark.parametrize("g", [
-    "import sys\ndef g():\n    sys._getframe(1).f_locals['f'].__code__ = (lambda x: True).__code__\n    return 4",
-    "import sys\ndef g():\n    sys._getframe(1).f_locals['f'].__globals__['x'] = 5\n    return 4",
-    "import gc\ndef g():\n    for obj in gc.get_objects():\n"
-    "        if getattr(obj, '__name__', '') == 'f' and callable(obj):\n"
-    "            obj.__code__ = (lambda x: True).__code__\n    return 4",
-    # the globals every program starts from: changed here, every later program would see it
-    "import sys\ndef g():\n    base = sys._getframe(1).f_locals['base']\n"
-    "    base['len'] = lambda x: 4\n    base['sorted'] = lambda x: [2, 1]\n    return 4",
-], ids=["rewrites_f_code", "plants_f_global", "finds_f_with_gc", "plants_global_for_all"])
+@pytest.mark.parametrize(
+    "g",
+    [
+        "import sys\ndef g():\n    sys._getframe(1).f_locals['f'].__code__ = (lambda x: True).__code__\n    return 4",
+        "import sys\ndef g():\n    sys._getframe(1).f_locals['f'].__globals__['x'] = 5\n    return 4",
+        "import gc\ndef g():\n    for obj in gc.get_objects():\n"
+        "        if getattr(obj, '__name__', '') == 'f' and callable(obj):\n"
+        "            obj.__code__ = (lambda x: True).__code__\n    return 4",
+        # the globals every program starts from: changed here, every later program would see it
+        "import sys\ndef g():\n    base = sys._getframe(1).f_locals['base']\n"
+        "    base['len'] = lambda x: 4\n    base['sorted'] = lambda x: [2, 1]\n    return 4",
+    ],
+    ids=["rewrites_f_code", "plants_f_global", "finds_f_with_gc", "plants_global_for_all"],
+)
 def test_g_cannot_reach_f(solo, g):
     """f and g get separate namespaces: g must not be able to rewrite the f that judges it."""
     (verdict,) = contained(solo, program("def f(y):\n    return y == 5 if 'x' not in globals() else x == 5", g))

@@ -32,11 +32,13 @@ def test_pass_is_the_only_passed_verdict(sandbox):
 
 
 def test_fail_detail_shows_what_f_returned(sandbox):
-    verdicts = sandbox.verify([
-        program("def f(x: int):\n    return x + 1", "def g():\n    return 41"),
-        program("def f(x: int):\n    return None", "def g():\n    return 1"),
-        program("def f(x: str):\n    return 'abc' * 2", "def g():\n    return 'x'"),
-    ])
+    verdicts = sandbox.verify(
+        [
+            program("def f(x: int):\n    return x + 1", "def g():\n    return 41"),
+            program("def f(x: int):\n    return None", "def g():\n    return 1"),
+            program("def f(x: str):\n    return 'abc' * 2", "def g():\n    return 'x'"),
+        ]
+    )
     assert [v.status for v in verdicts] == ["fail"] * 3
     assert "f returned 42" in verdicts[0].detail
     assert (verdicts[0].answer, verdicts[0].returned) == ("41", "42")  # the same, as fields
@@ -46,77 +48,105 @@ def test_fail_detail_shows_what_f_returned(sandbox):
 
 
 def test_error_detail_has_type_message_and_program_line(sandbox):
-    (verdict,) = sandbox.verify([program("def f(x: int):\n    return True", """
+    (verdict,) = sandbox.verify(
+        [
+            program(
+                "def f(x: int):\n    return True",
+                """
         def g():
             values = [1, 2]
             return values[5]
-        """)])
+        """,
+            )
+        ]
+    )
     assert verdict.status == "error"
     assert "IndexError" in verdict.detail and "list index out of range" in verdict.detail
     assert 'File "<g>", line 3, in g' in verdict.detail and "return values[5]" in verdict.detail
     assert len(verdict.detail.splitlines()) < 15  # short: no frames of the sandbox itself
     assert "warden.py" not in verdict.detail
 
-    (verdict,) = sandbox.verify([program("""
+    (verdict,) = sandbox.verify(
+        [
+            program(
+                """
         def f(x: int):
             helper = {"a": 1}
             return helper[x]
-        """, "def g():\n    return 7")])
+        """,
+                "def g():\n    return 7",
+            )
+        ]
+    )
     assert verdict.status == "error"
     assert "KeyError: 7" in verdict.detail and 'File "<f>", line 3, in f' in verdict.detail
 
 
-@pytest.mark.parametrize("f, g, fragment", [
-    ("def f(x) return x", "def g():\n    return 1", "f:"),
-    ("def f(x):\n    return x", "def g(:\n    return 1", "g:"),
-    ("def f(x):\n    return x", "def h():\n    return 1", "no function g"),
-    ("def f(x):\n    return x", "", "no function g"),
-    ("def f(x):\n    return x", "g = 5", "no function g"),
-    ("def f(x):\n    return x", "def g():\n    return '\0'\x00", "g:"),
-    ("def f(x):\n    return x", "def g():\n    return " + "(" * 500 + ")" * 500, "g:"),
-    ("x = 1", "def g():\n    return 1", "no function f"),
-])
+@pytest.mark.parametrize(
+    "f, g, fragment",
+    [
+        ("def f(x) return x", "def g():\n    return 1", "f:"),
+        ("def f(x):\n    return x", "def g(:\n    return 1", "g:"),
+        ("def f(x):\n    return x", "def h():\n    return 1", "no function g"),
+        ("def f(x):\n    return x", "", "no function g"),
+        ("def f(x):\n    return x", "g = 5", "no function g"),
+        ("def f(x):\n    return x", "def g():\n    return '\0'\x00", "g:"),
+        ("def f(x):\n    return x", "def g():\n    return " + "(" * 500 + ")" * 500, "g:"),
+        ("x = 1", "def g():\n    return 1", "no function f"),
+    ],
+)
 def test_syntax(sandbox, f, g, fragment):
     (verdict,) = sandbox.verify([Program(f, g)])
     assert verdict.status == "syntax", verdict
     assert fragment in verdict.detail
 
 
-@pytest.mark.parametrize("f, g, ans_type, status", [
-    ("def f(x):\n    return True", "def g():\n    return True", "int", "fail"),  # bool is not int
-    ("def f(x):\n    return True", "def g():\n    return 1", "bool", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return True", "bool", "pass"),
-    ("def f(x):\n    return True", "def g():\n    class I(int):\n        pass\n    return I(3)", "int", "fail"),
-    ("def f(x):\n    return True", "def g():\n    class S(str):\n        pass\n    return S('a')", "str", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return 1", "float", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return 1.0", "int", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return 1.5", "float", "pass"),
-    ("def f(x):\n    return x == [[1, 2], [3]]", "def g():\n    return [[1, 2], [3]]", "List[List[int]]", "pass"),
-    ("def f(x):\n    return True", "def g():\n    return [[1, 2], [3.0]]", "List[List[int]]", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return [[1], 2]", "List[List[int]]", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return [(1, 2)]", "List[List[int]]", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return [[True]]", "List[List[int]]", "fail"),
-    ("def f(x):\n    return True", "def g():\n    return []", "List[List[int]]", "pass"),
-    ("def f(x):\n    return True", "def g():\n    class L(list):\n        pass\n    return L([1])", "List[int]",
-     "fail"),
-    ("def f(x):\n    return True", "def g():\n    return [1, 2]", "list[int]", "pass"),
-    # ints cross as hex: huge and negative ones arrive intact
-    ("def f(x):\n    return x == 3 ** 200000", "def g():\n    return 3 ** 200000", "int", "pass"),
-    ("def f(x):\n    return x == [[-5, 0], [7 ** 99]]", "def g():\n    return [[-5, 0], [7 ** 99]]",
-     "List[List[int]]", "pass"),
-    ("def f(x):\n    return True", "def g():\n    return ['a', 'b']", "List[str]", "pass"),
-    # the type comes from f's first annotation when ans_type is None
-    ("def f(x: str):\n    return True", "def g():\n    return 5", None, "fail"),
-    ("def f(x: str):\n    return True", "def g():\n    return '5'", None, "pass"),
-    ("def f(x: List[int], n=3):\n    return True", "def g():\n    return [1.0]", None, "fail"),
-    # ans_type wins over the annotation
-    ("def f(x: str):\n    return True", "def g():\n    return 5", "int", "pass"),
-    # no type at all: any JSON value
-    ("def f(x):\n    return x == {'a': [1, None]}", "def g():\n    return {'a': [1, None]}", None, "pass"),
-    ("def f(x):\n    return x == {1, 2}", "def g():\n    return {2, 1}", None, "error"),  # no set in JSON
-    ("def f(x):\n    return True", "def g():\n    return (1, 2)", None, "error"),  # nor a tuple
-    ("def f(x):\n    return True", "def g():\n    x = []\n    x.append(x)\n    return x", None, "error"),
-])
+@pytest.mark.parametrize(
+    "f, g, ans_type, status",
+    [
+        ("def f(x):\n    return True", "def g():\n    return True", "int", "fail"),  # bool is not int
+        ("def f(x):\n    return True", "def g():\n    return 1", "bool", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return True", "bool", "pass"),
+        ("def f(x):\n    return True", "def g():\n    class I(int):\n        pass\n    return I(3)", "int", "fail"),
+        ("def f(x):\n    return True", "def g():\n    class S(str):\n        pass\n    return S('a')", "str", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return 1", "float", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return 1.0", "int", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return 1.5", "float", "pass"),
+        ("def f(x):\n    return x == [[1, 2], [3]]", "def g():\n    return [[1, 2], [3]]", "List[List[int]]", "pass"),
+        ("def f(x):\n    return True", "def g():\n    return [[1, 2], [3.0]]", "List[List[int]]", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return [[1], 2]", "List[List[int]]", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return [(1, 2)]", "List[List[int]]", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return [[True]]", "List[List[int]]", "fail"),
+        ("def f(x):\n    return True", "def g():\n    return []", "List[List[int]]", "pass"),
+        (
+            "def f(x):\n    return True",
+            "def g():\n    class L(list):\n        pass\n    return L([1])",
+            "List[int]",
+            "fail",
+        ),
+        ("def f(x):\n    return True", "def g():\n    return [1, 2]", "list[int]", "pass"),
+        # ints cross as hex: huge and negative ones arrive intact
+        ("def f(x):\n    return x == 3 ** 200000", "def g():\n    return 3 ** 200000", "int", "pass"),
+        (
+            "def f(x):\n    return x == [[-5, 0], [7 ** 99]]",
+            "def g():\n    return [[-5, 0], [7 ** 99]]",
+            "List[List[int]]",
+            "pass",
+        ),
+        ("def f(x):\n    return True", "def g():\n    return ['a', 'b']", "List[str]", "pass"),
+        # the type comes from f's first annotation when ans_type is None
+        ("def f(x: str):\n    return True", "def g():\n    return 5", None, "fail"),
+        ("def f(x: str):\n    return True", "def g():\n    return '5'", None, "pass"),
+        ("def f(x: List[int], n=3):\n    return True", "def g():\n    return [1.0]", None, "fail"),
+        # ans_type wins over the annotation
+        ("def f(x: str):\n    return True", "def g():\n    return 5", "int", "pass"),
+        # no type at all: any JSON value
+        ("def f(x):\n    return x == {'a': [1, None]}", "def g():\n    return {'a': [1, None]}", None, "pass"),
+        ("def f(x):\n    return x == {1, 2}", "def g():\n    return {2, 1}", None, "error"),  # no set in JSON
+        ("def f(x):\n    return True", "def g():\n    return (1, 2)", None, "error"),  # nor a tuple
+        ("def f(x):\n    return True", "def g():\n    x = []\n    x.append(x)\n    return x", None, "error"),
+    ],
+)
 def test_answer_types(sandbox, f, g, ans_type, status):
     (verdict,) = sandbox.verify([Program(f, g, ans_type)])
     assert verdict.status == status, verdict
@@ -126,12 +156,15 @@ def test_answer_types(sandbox, f, g, ans_type, status):
         assert "cannot be judged" in verdict.detail or "nests deeper" in verdict.detail
 
 
-@pytest.mark.parametrize("f, ans_type, named", [
-    ("def f(x):\n    return True", "Dict[str, int]", "Dict[str, int]"),
-    ("def f(x: dict):\n    return True", None, "dict"),
-    ("def f(x: 'Tuple[int, int]'):\n    return True", None, "Tuple[int, int]"),
-    ("def f(x):\n    return True", "List[List[complex]]", "complex"),
-])
+@pytest.mark.parametrize(
+    "f, ans_type, named",
+    [
+        ("def f(x):\n    return True", "Dict[str, int]", "Dict[str, int]"),
+        ("def f(x: dict):\n    return True", None, "dict"),
+        ("def f(x: 'Tuple[int, int]'):\n    return True", None, "Tuple[int, int]"),
+        ("def f(x):\n    return True", "List[List[complex]]", "complex"),
+    ],
+)
 def test_unsupported_answer_type_is_an_error_naming_it(sandbox, f, ans_type, named):
     (verdict,) = sandbox.verify([Program(f, "def g():\n    return 1", ans_type)])
     assert verdict.status == "error"
@@ -139,14 +172,19 @@ def test_unsupported_answer_type_is_an_error_naming_it(sandbox, f, ans_type, nam
 
 
 def test_output_is_captured(sandbox):
-    passing, failing, erring = sandbox.verify([
-        program("def f(x: int):\n    print('f saw', x)\n    return x == 3",
+    passing, failing, erring = sandbox.verify(
+        [
+            program(
+                "def f(x: int):\n    print('f saw', x)\n    return x == 3",
                 "import sys\ndef g():\n    print('hello from g')\n    sys.stderr.write('warning from g\\n')\n"
-                "    return 3"),
-        program("def f(x: int):\n    print('checking')\n    return False", "def g():\n    return 3"),
-        program("def f(x: int):\n    return True",
-                "def g():\n    print('about to fail')\n    raise ValueError('nope')"),
-    ])
+                "    return 3",
+            ),
+            program("def f(x: int):\n    print('checking')\n    return False", "def g():\n    return 3"),
+            program(
+                "def f(x: int):\n    return True", "def g():\n    print('about to fail')\n    raise ValueError('nope')"
+            ),
+        ]
+    )
     assert passing.status == "pass"
     assert passing.output == "hello from g\nwarning from g\nf saw 3\n"
     assert failing.status == "fail" and failing.output == "checking\n"
@@ -159,24 +197,50 @@ def test_output_is_captured(sandbox):
 # ---------------------------------------------------------------- faked equality and truthiness
 
 
-@pytest.mark.parametrize("f, g", [
-    ("def f(x: int):\n    return x == 5",
-     "def g():\n    class Eq:\n        def __eq__(self, other):\n            return True\n    return Eq()"),
-    ("def f(x: int):\n    return x == 5",
-     "def g():\n    class I(int):\n        def __eq__(self, other):\n            return True\n    return I(4)"),
-    ("def f(x: List[int]):\n    return x == [5]",
-     "def g():\n    class L(list):\n        def __eq__(self, other):\n            return True\n    return L([4])"),
-    ("def f(x: int):\n    return x == 5",
-     "def g():\n    class Liar:\n        __class__ = property(lambda self: int)\n        def __eq__(self, other):\n"
-     "            return True\n    return Liar()"),
-    ("def f(x: int):\n    return 1", "def g():\n    return 5"),
-    ("def f(x: int):\n    return 'yes'", "def g():\n    return 5"),
-    ("def f(x: int):\n    return [True]", "def g():\n    return 5"),
-    ("def f(x: int):\n    class T:\n        def __bool__(self):\n            return True\n"
-     "        def __eq__(self, o):\n            return True\n    return T()", "def g():\n    return 5"),
-    ("import numbers\ndef f(x: int):\n    return 1.0", "def g():\n    return 5"),
-], ids=["always_equal", "int_subclass", "list_subclass", "lies_about_class",
-        "f_returns_1", "f_returns_str", "f_returns_list", "f_returns_truthy_object", "f_returns_1.0"])
+@pytest.mark.parametrize(
+    "f, g",
+    [
+        (
+            "def f(x: int):\n    return x == 5",
+            "def g():\n    class Eq:\n        def __eq__(self, other):\n            return True\n    return Eq()",
+        ),
+        (
+            "def f(x: int):\n    return x == 5",
+            "def g():\n    class I(int):\n        def __eq__(self, other):\n            return True\n    return I(4)",
+        ),
+        (
+            "def f(x: List[int]):\n    return x == [5]",
+            "def g():\n    class L(list):\n        def __eq__(self, other):\n"
+            "            return True\n    return L([4])",
+        ),
+        (
+            "def f(x: int):\n    return x == 5",
+            "def g():\n    class Liar:\n        __class__ = property(lambda self: int)\n"
+            "        def __eq__(self, other):\n"
+            "            return True\n    return Liar()",
+        ),
+        ("def f(x: int):\n    return 1", "def g():\n    return 5"),
+        ("def f(x: int):\n    return 'yes'", "def g():\n    return 5"),
+        ("def f(x: int):\n    return [True]", "def g():\n    return 5"),
+        (
+            "def f(x: int):\n    class T:\n        def __bool__(self):\n            return True\n"
+            "        def __eq__(self, o):\n            return True\n    return T()",
+            "def g():\n    return 5",
+        ),
+        ("import numbers\ndef f(x: int):\n    return 1.0", "def g():\n    return 5"),
+    ],
+    ids=[
+        "always_equal",
+        "int_subclass",
+        "list_subclass",
+        "lies_about_class",
+        "f_returns_1",
+        "f_returns_str",
+        "f_returns_list",
+        "f_returns_truthy_object",
+        "f_returns_1.0",
+    ],
+)
 def test_faked_equality_and_truthiness_fail(sandbox, f, g):
     (verdict,) = contained(sandbox, program(f, g))
     assert verdict.status == "fail", verdict
@@ -185,18 +249,28 @@ def test_faked_equality_and_truthiness_fail(sandbox, f, g):
 # ---------------------------------------------------------------- correct programs stay correct
 
 
-@pytest.mark.parametrize("g", [
-    "def g():\n    handle = open('note.txt', 'w')\n    handle.write('x')\n    return 5",
-    "import socket\ndef g():\n    left, right = socket.socketpair()\n    return 5",
-    "def g():\n    async def later():\n        return 1\n    later()\n    return 5",
-    "import warnings\ndef g():\n    warnings.warn('careful')\n    return 5",
-], ids=["unclosed_file", "unclosed_socket", "unawaited_coroutine", "warning"])
+@pytest.mark.parametrize(
+    "g",
+    [
+        "def g():\n    handle = open('note.txt', 'w')\n    handle.write('x')\n    return 5",
+        "import socket\ndef g():\n    left, right = socket.socketpair()\n    return 5",
+        "def g():\n    async def later():\n        return 1\n    later()\n    return 5",
+        "import warnings\ndef g():\n    warnings.warn('careful')\n    return 5",
+    ],
+    ids=["unclosed_file", "unclosed_socket", "unawaited_coroutine", "warning"],
+)
 def test_untidy_correct_programs_pass(sandbox, g):
     (verdict,) = sandbox.verify([program("def f(x: int):\n    return x == 5", g)])
     assert verdict.status == "pass", verdict
 
 
 def test_annotations_are_evaluated_as_in_p3(sandbox):
-    (verdict,) = sandbox.verify([program("def f(x: int) -> bool:\n    return f.__annotations__['x'] is int and x == 1",
-                                         "def g() -> int:\n    return 1 if g.__annotations__['return'] is int else 0")])
+    (verdict,) = sandbox.verify(
+        [
+            program(
+                "def f(x: int) -> bool:\n    return f.__annotations__['x'] is int and x == 1",
+                "def g() -> int:\n    return 1 if g.__annotations__['return'] is int else 0",
+            )
+        ]
+    )
     assert verdict.status == "pass", verdict

@@ -59,19 +59,34 @@ def _unprivileged_command(held: list[str]) -> list[str]:
     /root, a clone in a 0700 `mktemp -d`) is covered with a tmpfs that holds only the entries on
     those paths, bind-mounted back. `held` gets the empty directories used on the way."""
     needed = [Path(os.path.realpath(path)) for path in (sys.base_prefix, sys.prefix, REPO / "codeplay_lightning")]
-    closed = sorted({Path(*path.parts[:depth]) for path in needed for depth in range(1, len(path.parts))
-                     if not os.stat(Path(*path.parts[:depth])).st_mode & 0o001}, key=lambda path: len(path.parts))
+    closed = sorted(
+        {
+            Path(*path.parts[:depth])
+            for path in needed
+            for depth in range(1, len(path.parts))
+            if not os.stat(Path(*path.parts[:depth])).st_mode & 0o001
+        },
+        key=lambda path: len(path.parts),
+    )
     mounts = []
     for ancestor in closed:
-        entries = sorted({ancestor / path.parts[len(ancestor.parts)] for path in needed
-                          if path.parts[:len(ancestor.parts)] == ancestor.parts})
+        entries = sorted(
+            {
+                ancestor / path.parts[len(ancestor.parts)]
+                for path in needed
+                if path.parts[: len(ancestor.parts)] == ancestor.parts
+            }
+        )
         held += [tempfile.mkdtemp(prefix="codeplay-reachable-") for _ in entries]
-        mounts += [f"mount --bind {entry} {hold}" for entry, hold in zip(entries, held[-len(entries):])]
+        mounts += [f"mount --bind {entry} {hold}" for entry, hold in zip(entries, held[-len(entries) :])]
         mounts.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
-        mounts += [f"mkdir {entry} && mount --move {hold} {entry}"
-                   for entry, hold in zip(entries, held[-len(entries):])]
-    run = (f"exec setpriv --reuid=65534 --regid=65534 --clear-groups env PYTHONPATH={REPO} "
-           f'{sys.executable} -c "$SCRIPT" "$ARGUMENT"')
+        mounts += [
+            f"mkdir {entry} && mount --move {hold} {entry}" for entry, hold in zip(entries, held[-len(entries) :])
+        ]
+    run = (
+        f"exec setpriv --reuid=65534 --regid=65534 --clear-groups env PYTHONPATH={REPO} "
+        f'{sys.executable} -c "$SCRIPT" "$ARGUMENT"'
+    )
     return ["unshare", "--mount", "--propagation", "private", "sh", "-ec", " && ".join([*mounts, run])]
 
 
@@ -81,13 +96,25 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
     cases = [(prog.f, prog.g, status) for prog, status, _ in ORDINARY] + [
         ("def f(x):\n    return x == 5", "def g():\n    while True:\n        pass", "timeout"),
         ("def f(x):\n    return x == 5", "def g():\n    return [0] * (1 << 40)", "memory"),
-        ("def f(x: int):\n    return x < 100", "import os, time\ndef g():\n    n = 0\n    for _ in range(300):\n"
-         "        try:\n            if os.fork() == 0:\n                time.sleep(30)\n                os._exit(0)\n"
-         "            n += 1\n        except OSError:\n            break\n    return n", "pass"),
-        ("def f(x):\n    return x == 5", f"import subprocess\ndef g():\n    subprocess.Popen(['sleep', '{mark}'],"
-         " start_new_session=True)\n    return 4", "fail"),
-        ("def f(x):\n    return x == 5", "import os\ndef g():\n    os.makedirs('a/b')\n    os.chmod('a/b', 0)\n"
-         "    os.chmod('a', 0)\n    return 4", "fail"),
+        (
+            "def f(x: int):\n    return x < 100",
+            "import os, time\ndef g():\n    n = 0\n    for _ in range(300):\n"
+            "        try:\n            if os.fork() == 0:\n"
+            "                time.sleep(30)\n                os._exit(0)\n"
+            "            n += 1\n        except OSError:\n            break\n    return n",
+            "pass",
+        ),
+        (
+            "def f(x):\n    return x == 5",
+            f"import subprocess\ndef g():\n    subprocess.Popen(['sleep', '{mark}'],"
+            " start_new_session=True)\n    return 4",
+            "fail",
+        ),
+        (
+            "def f(x):\n    return x == 5",
+            "import os\ndef g():\n    os.makedirs('a/b')\n    os.chmod('a/b', 0)\n    os.chmod('a', 0)\n    return 4",
+            "fail",
+        ),
         ("def f(x: List[str]):\n    return x == []", "import os\ndef g():\n    return os.listdir('.')", "pass"),
         # the same uid as the judge here: a judge the runner stopped is replaced before the next program
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
@@ -99,8 +126,13 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
     ]
     held: list[str] = []
     try:
-        result = subprocess.run(_unprivileged_command(held), capture_output=True, text=True, timeout=120,
-                                env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)})
+        result = subprocess.run(
+            _unprivileged_command(held),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)},
+        )
     finally:
         for directory in held:
             os.rmdir(directory)
