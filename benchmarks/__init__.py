@@ -9,7 +9,7 @@
   faster at recall@5 ≥ 0.95.
 - Judged puzzles per hour of one CPU-scale training iteration (configs/balanced.yaml, embedded
   model, full fine-tune) against the code before the loop was made faster (commit `BASELINE` in
-  bench/loop.py, same config and seed, one after the other in this run): goal ≥ 2.5×. Against the
+  benchmarks/loop.py, same config and seed, one after the other in this run): goal ≥ 2.5×. Against the
   limit, the bare model's forward + backward on the iteration's action tokens × PPO epochs plus its
   Setter and Solver sampling: goal ≤ 1.5×. Peak RSS: goal ≤ the baseline's. The share of time
   outside the models (sandbox, novelty, glue): goal ≤ 10%.
