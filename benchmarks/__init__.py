@@ -15,6 +15,9 @@
   outside the models (sandbox, novelty, glue): goal ≤ 10%.
 - The Setter's sampler (streams restarting in place) against Hugging Face `generate` at the same
   batch: tokens/s, goal ≥ 1×.
+- Sampling against the machine's limit (`roofline.py`): the matmul rate at the model's decode shapes gives
+  tokens/s at 100%; the Setter's streams at 32 and 64 and the Solver's `sample()` at 64 as fractions of it,
+  with fp32 and bf16 weights. Goal: >= 50% at 64 rows.
 - Solver sampling tokens/s at batch 32 against one sequence at a time, embedded model, on the
   Solver's own prompts, with fp32 and with bf16 weights. Goal: ≥ 8×.
 - The same prompts through the search's LLM backends: HFLLM at batch 1 and 32, and OpenAILLM
@@ -112,6 +115,32 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                 (f"sampling {precision} batch 1 tok/s", f"{numbers['batch1_tokens_per_s']:.1f}", ""),
                 (f"sampling {precision} batch 32 tok/s", f"{numbers['batch32_tokens_per_s']:.1f}", ""),
                 (f"sampling {precision} batch 32 / batch 1", f"{numbers['speedup']:.1f}x", "goal >= 8x"),
+            ]
+        print("sampling against the roofline: matmul rate at the decode shapes, fp32 and bf16 weights ...", flush=True)
+        from benchmarks.roofline import bench_roofline
+
+        results["roofline"] = roof = bench_roofline()
+        rows.append(("bf16 native on this CPU (AMX / AVX512-BF16)", str(roof["native_bf16"]), ""))
+        for precision in ("fp32", "bf16"):
+            numbers = roof[precision]
+            rows += [
+                (
+                    f"{precision} roofline at 64 rows, tok/s",
+                    f"{numbers['roofline_64_tokens_per_s']:.0f}",
+                    f"{numbers['matmul_64_gflops']:.0f} GFLOP/s x {numbers['gflop_per_token']:.2f} GFLOP/token",
+                ),
+                *(
+                    (
+                        f"{precision} {label}, tok/s",
+                        f"{numbers[f'{key}_tokens_per_s']:.0f}",
+                        f"{numbers[f'{key}_of_roofline']:.2f} of the roofline" + goal,
+                    )
+                    for key, label, goal in (
+                        ("setter_streams_32", "Setter streams 32", ""),
+                        ("setter_streams_64", "Setter streams 64", "; goal >= 0.50"),
+                        ("solver_sample_64", "Solver sample() 64", "; goal >= 0.50"),
+                    )
+                ),
             ]
         print("solver backends: HFLLM batch 1 and 32 vs a llama.cpp server, embedded model ...", flush=True)
         results["solver_backends"] = backends = bench_solver_backends()

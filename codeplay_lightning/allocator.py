@@ -1,4 +1,5 @@
-"""`keep_freed_memory()`: glibc's malloc keeps the memory PyTorch frees, to hand it out again.
+"""`keep_freed_memory()`: glibc's malloc keeps the memory PyTorch frees, to hand it out again; and the peak
+resident memory of a stretch of work (`reset_peak_rss`, `peak_rss_gib`).
 
 On CPU every PPO step allocates and frees tensors of hundreds of MB (the vocabulary-wide logits, their
 float32 copies and gradients). By default glibc serves each one above its mmap threshold (at most
@@ -14,6 +15,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import resource
+from pathlib import Path
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters, from glibc's malloc.h
 HEAP_UP_TO = 1 << 30  # bytes: allocations up to this size come from the heap, not from mmap
@@ -46,3 +49,23 @@ def keep_freed_memory_on_cpu(accelerator: str) -> bool:
     if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
         return keep_freed_memory()
     return False
+
+
+def reset_peak_rss() -> bool:
+    """Start a new peak of resident memory: Linux resets the process's high-water mark when "5" is written to
+    /proc/self/clear_refs. Returns False where it cannot; `peak_rss_gib` then reports the peak since start."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_gib() -> float:
+    """The process's peak resident memory since `reset_peak_rss` (or since it started), in GiB."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux; no /proc: since start
+    (line,) = [line for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(line.split()[1]) / 2**20  # kB

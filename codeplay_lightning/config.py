@@ -158,7 +158,9 @@ class PPOConfig:
 @dataclass
 class TrainerConfig:
     iterations: int = 8  # PPO iterations = Lightning epochs (paper: 50)
-    precision: str = "bf16-mixed"  # Lightning precision; bf16 autocast is 2.8x faster than fp32 on AMX CPUs
+    # Lightning precision, or auto: bf16-mixed where bfloat16 is native (AMX or AVX512-BF16 CPUs, where bf16
+    # autocast is 2.8x faster than fp32; GPUs from Ampere on), else 32-true (emulated bf16 is several times slower)
+    precision: str = "auto"
     accelerator: str = "auto"  # Lightning's: auto | cpu | gpu
     devices: int = 1  # processes (GPUs, or CPU processes with strategy ddp)
     strategy: str = "auto"  # "ddp" for several devices / CPU processes

@@ -83,9 +83,9 @@ def add_model_options(parser: argparse.ArgumentParser, llm: str) -> None:
         "--dtype",
         choices=("auto", "float32", "bfloat16"),
         default="auto",
-        help="weights of a local model; auto (default): bfloat16 (it samples ~1.5x faster on CPUs "
-        "with AMX) on CPU and on GPUs of compute capability 8 or more, float32 on older GPUs, "
-        "which only emulate bfloat16",
+        help="weights of a local model; auto (default): bfloat16 where the device computes it natively "
+        "(CPUs with AMX or AVX512-BF16, GPUs of compute capability 8 or more), else float32 (emulated bfloat16 "
+        "is slower)",
     )
     parser.add_argument(
         "--device",
@@ -114,13 +114,14 @@ def load_model(args: argparse.Namespace, sampling: SamplingConfig, **options) ->
 
 
 def model_dtype(name: str, device: str) -> torch.dtype:
-    """`name`'s dtype; `auto` is bfloat16 except on a GPU older than Ampere, which only emulates it."""
+    """`name`'s dtype; `auto` is bfloat16 where the device computes it natively, else float32."""
     import torch
+
+    from codeplay_lightning.models import native_bf16
 
     if name != "auto":
         return getattr(torch, name)
-    native = device == "cpu" or torch.cuda.get_device_capability(device)[0] >= 8
-    return torch.bfloat16 if native else torch.float32
+    return torch.bfloat16 if native_bf16(device) else torch.float32
 
 
 def device(text: str) -> str:

@@ -22,6 +22,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch import nn
 
+from codeplay_lightning.allocator import peak_rss_gib, reset_peak_rss
 from codeplay_lightning.config import TrainConfig
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.setter.module import SetterPPOModule
@@ -101,6 +102,7 @@ class RolloutCallback(L.Callback):
             _keep_records(run_dir / "iterations.jsonl", lambda record: record["iteration"] < trainer.current_epoch)
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
+        reset_peak_rss()
         clock = _Clock()
         sandbox_before = self.sandbox.busy_seconds
         rollout = self.config.rollout
@@ -153,11 +155,16 @@ class RolloutCallback(L.Callback):
             **self.work,
             **{f"{name}_seconds": value for name, value in laps.items()},
             "outside_models_frac": 1 - model / self.clock.total(),
+            "peak_rss_gib": peak_rss_gib(),  # this rank's process, over this iteration
         }
         with (Path(trainer.logger.log_dir) / "iterations.jsonl").open("a") as handle:
             handle.write(json.dumps(record) + "\n")
         trainer.logger.log_metrics(
-            {"time/iteration_s": record["seconds"], "time/outside_models_frac": record["outside_models_frac"]},
+            {
+                "time/iteration_s": record["seconds"],
+                "time/outside_models_frac": record["outside_models_frac"],
+                "memory/peak_rss_gib": record["peak_rss_gib"],
+            },
             step=trainer.global_step,
         )
 

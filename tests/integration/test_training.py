@@ -100,7 +100,7 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
         ]
         assert record["seconds"] == pytest.approx(sum(laps))
         assert 0 <= record["sandbox_seconds"] <= record["solver_seconds"]
-        assert 0 < record["outside_models_frac"] < 1
+        assert 0 < record["outside_models_frac"] < 1 and record["peak_rss_gib"] > 0.1
     assert (run_dir / "config.yaml").is_file()
 
 

@@ -81,3 +81,23 @@ def test_only_training_on_the_cpu_keeps_freed_memory(monkeypatch, caplog, argv, 
     monkeypatch.setattr(train, "train", lambda config, resume: Path("runs/nothing"))
     cli.main(argv)
     assert ("not glibc" in caplog.text) == kept
+
+
+PEAK_OF_A_STRETCH = """
+import json
+from codeplay_lightning.allocator import peak_rss_gib, reset_peak_rss
+block = bytearray(300 << 20)
+block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page: resident
+del block  # a block this large is unmapped at once
+with_block = peak_rss_gib()
+reset = reset_peak_rss()
+print(json.dumps({"with_block": with_block, "reset": reset, "after_reset": peak_rss_gib()}))
+"""
+
+
+def test_the_peak_of_a_stretch_of_work_forgets_earlier_peaks():
+    completed = subprocess.run([sys.executable, "-c", PEAK_OF_A_STRETCH], capture_output=True, text=True, check=True)
+    peaks = json.loads(completed.stdout)
+    assert peaks["reset"]  # Linux
+    assert peaks["with_block"] >= 300 / 1024
+    assert peaks["after_reset"] < peaks["with_block"] - 250 / 1024

@@ -1,8 +1,10 @@
 """`codeplay bench` on small inputs: the sandbox benchmark's sandbox, naive harness and in-process ceiling must
-reach identical verdicts, and the archive benchmark's exact search and recall must be right (the model benchmarks
-need the real model)."""
+reach identical verdicts, the archive benchmark's exact search and recall must be right, and the roofline must count
+a decode step's FLOPs (the model benchmarks need the real model)."""
 
 import numpy as np
+import pytest
+import torch
 
 from benchmarks.archive import QUERY_CHUNK, bench_knn, exact_nearest, synthetic_embeddings
 from benchmarks.sandbox import bench_sandbox, benchmark_programs
@@ -35,3 +37,14 @@ def test_the_knn_benchmark_on_a_small_archive_meets_its_recall_goal():
     result = bench_knn(archive_size=2000, dim=32, queries=300)
     assert result["recall_at_5"] >= 0.95 and result["novelty_reward_error"] < 1e-3
     assert result["exact_queries_per_s"] > 0 and result["hnsw_queries_per_s"] > 0
+
+
+def test_the_roofline_counts_every_weight_matmul_of_a_decode_step(tiny_llama):
+    """2 FLOPs per weight of every linear layer, the vocabulary projection among them, for one token."""
+    from benchmarks.roofline import flops_per_token, roofline
+
+    linear_weights = sum(m.weight.numel() for m in tiny_llama.modules() if isinstance(m, torch.nn.Linear))
+    assert flops_per_token(tiny_llama.config) == 2 * linear_weights
+    limit = roofline(tiny_llama.config, batch=4, dtype=torch.float32, repeats=2)
+    assert limit["tokens_per_s"] > 0
+    assert limit["gflops"] == pytest.approx(limit["tokens_per_s"] * flops_per_token(tiny_llama.config) / 1e9)

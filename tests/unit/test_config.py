@@ -108,3 +108,42 @@ def test_the_paper_scale_keeps_the_weight_presets_run_name_and_root(preset):
         [CONFIGS / f"{preset}.yaml", CONFIGS / "paper.yaml"], ["reward.reference=null", "reward.reference_split=null"]
     )  # no P3 clone here
     assert (config.name, config.trainer.run_root) == (preset, "runs/paper")
+
+
+@pytest.mark.parametrize(
+    ("precision", "accelerator", "cuda", "native", "expected"),
+    [
+        ("auto", "cpu", True, {"cpu"}, "bf16-mixed"),  # an AMX or AVX512-BF16 CPU
+        ("auto", "cpu", True, {"cuda"}, "32-true"),  # an AVX2 CPU: bf16 would be emulated
+        ("auto", "auto", True, {"cuda"}, "bf16-mixed"),  # auto trains on the GPU when there is one
+        ("auto", "auto", False, {"cuda"}, "32-true"),
+        ("auto", "gpu", True, {"cpu"}, "32-true"),  # a GPU older than Ampere
+        ("16-mixed", "gpu", True, set(), "16-mixed"),  # a precision named is kept
+    ],
+)
+def test_auto_precision_is_bf16_only_where_it_is_native(monkeypatch, precision, accelerator, cuda, native, expected):
+    import torch
+
+    from codeplay_lightning import train as train_module
+    from codeplay_lightning.config import TrainerConfig
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(train_module, "native_bf16", lambda device: device in native)
+    assert train_module.resolved_precision(TrainerConfig(precision=precision, accelerator=accelerator)) == expected
+
+
+@pytest.mark.parametrize(
+    ("amx", "avx512_bf16", "capability", "expected_cpu", "expected_cuda"),
+    [(False, False, (7, 5), False, False), (True, False, (8, 0), True, True), (False, True, (9, 0), True, True)],
+)
+def test_native_bf16_reads_the_cpu_flags_and_the_gpu_capability(
+    monkeypatch, amx, avx512_bf16, capability, expected_cpu, expected_cuda
+):
+    import torch
+
+    from codeplay_lightning.models import native_bf16
+
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert (native_bf16("cpu"), native_bf16("cuda:0")) == (expected_cpu, expected_cuda)

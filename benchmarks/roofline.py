@@ -1,0 +1,116 @@
+"""Sampling against the machine's limit, in one run: the matmul rate of this machine at the model's own decode
+shapes (a batch of rows, one token each, through every linear layer and the vocabulary projection) gives the
+tokens/s a decode step would reach at 100% of it; the Setter's streams (`sample_streams`) and the Solver's
+`sample()` are measured as fractions of that, with the model's weights in each dtype.
+
+The FLOPs counted are the linear layers' (2 x weights per token, ~0.27 GFLOP for SmolLM2-135M); attention over
+the context is left out, so the fractions slightly flatter a long context.
+"""
+
+from __future__ import annotations
+
+import time
+
+STEPS = 48  # tokens per row in each sampling measurement
+
+
+def decode_matmuls(config) -> list[tuple[int, int, int]]:
+    """(times per token, in features, out features) of every weight matmul of a decoder-only model's step."""
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    head_dim = getattr(config, "head_dim", None) or hidden // config.num_attention_heads
+    kv = config.num_key_value_heads * head_dim
+    per_layer = [
+        (hidden, config.num_attention_heads * head_dim),
+        (hidden, kv),
+        (hidden, kv),
+        (config.num_attention_heads * head_dim, hidden),
+        (hidden, config.intermediate_size),
+        (hidden, config.intermediate_size),
+        (config.intermediate_size, hidden),
+    ]
+    return [(layers, k, n) for k, n in per_layer] + [(1, hidden, config.vocab_size)]
+
+
+def flops_per_token(config) -> int:
+    return sum(2 * times * k * n for times, k, n in decode_matmuls(config))
+
+
+def roofline(config, batch: int, dtype, repeats: int = 20) -> dict:
+    """The decode step's matmuls on random weights in `dtype`, each timed alone at `batch` rows: tokens/s at 100%
+    of this machine's rate at these shapes, and that rate."""
+    import torch
+    import torch.nn.functional as F
+
+    step_seconds = 0.0
+    for times, k, n in decode_matmuls(config):
+        rows, weight = torch.randn(batch, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
+        F.linear(rows, weight)  # warm-up: the kernel's first call plans it
+        started = time.perf_counter()
+        for _ in range(repeats):
+            F.linear(rows, weight)
+        step_seconds += times * (time.perf_counter() - started) / repeats
+    return {"tokens_per_s": batch / step_seconds, "gflops": flops_per_token(config) * batch / step_seconds / 1e9}
+
+
+def setter_streams_tokens_per_s(model, tokenizer, streams: int) -> float:
+    """`sample_streams` on the Setter prompt of training (6 few-shot puzzles), `streams` rows, STEPS steps."""
+    import torch
+
+    from codeplay_lightning.models import SamplingConfig, sample_streams, token_consistent_prompt
+    from codeplay_lightning.puzzles import SETTER_STOP, fewshot_puzzles, setter_prompt
+
+    examples = fewshot_puzzles()[:6]
+    prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
+
+    def run(steps: int) -> int:
+        generators = [torch.Generator().manual_seed(seed) for seed in range(streams)]
+        config = SamplingConfig(steps, 0.8, 1.0, SETTER_STOP)
+        return sum(len(ids) for ids in sample_streams(model, tokenizer, prompt, steps, config, generators).token_ids)
+
+    run(2)  # warm-up
+    started = time.perf_counter()
+    tokens = run(STEPS)
+    return tokens / (time.perf_counter() - started)
+
+
+def solver_sample_tokens_per_s(model, tokenizer, batch: int) -> float:
+    """`sample()` on the Solver's few-shot prompts (6 puzzles, as training) for `batch` bundled puzzles, no stop
+    strings, so that the batch stays full; prefill included."""
+    import torch
+
+    from codeplay_lightning.models import SamplingConfig, sample
+    from codeplay_lightning.puzzles import bundled_puzzles, fewshot_puzzles, solver_prompt
+
+    examples, puzzles = fewshot_puzzles()[:6], bundled_puzzles()
+    prompts = [solver_prompt(examples, puzzles[index % len(puzzles)]) for index in range(batch)]
+    generators = [torch.Generator().manual_seed(index) for index in range(batch)]
+    sample(model, tokenizer, prompts[:2], SamplingConfig(2), generators[:2])  # warm-up
+    started = time.perf_counter()
+    samples = sample(model, tokenizer, prompts, SamplingConfig(STEPS, 0.8), generators)
+    return sum(len(ids) for ids in samples.token_ids) / (time.perf_counter() - started)
+
+
+def bench_roofline() -> dict:
+    """Per dtype: the roofline at 32 and 64 rows, and the Setter's streams (32, 64) and the Solver's `sample()`
+    (64) as tokens/s and as fractions of the roofline at their batch."""
+    import torch
+
+    from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm, native_bf16
+
+    result = {"model": EMBEDDED_ALIAS, "native_bf16": native_bf16("cpu"), "steps": STEPS}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=dtype)
+        limits = {batch: roofline(model.config, batch, dtype) for batch in (32, 64)}
+        measured = {
+            "setter_streams_32": (32, setter_streams_tokens_per_s(model, tokenizer, 32)),
+            "setter_streams_64": (64, setter_streams_tokens_per_s(model, tokenizer, 64)),
+            "solver_sample_64": (64, solver_sample_tokens_per_s(model, tokenizer, 64)),
+        }
+        result[name] = {
+            "gflop_per_token": flops_per_token(model.config) / 1e9,
+            **{f"roofline_{batch}_tokens_per_s": limit["tokens_per_s"] for batch, limit in limits.items()},
+            **{f"matmul_{batch}_gflops": limit["gflops"] for batch, limit in limits.items()},
+            **{f"{key}_tokens_per_s": speed for key, (_, speed) in measured.items()},
+            **{f"{key}_of_roofline": speed / limits[batch]["tokens_per_s"] for key, (batch, speed) in measured.items()},
+        }
+    return result
