@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -13,6 +14,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import nn
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
@@ -119,6 +121,7 @@ def train(
             use_distributed_sampler=False,
             gradient_clip_val=config.ppo.max_grad_norm,
             accumulate_grad_batches=config.ppo.accumulate_grad_batches,
+            plugins=[StreamingCheckpointIO()],
             callbacks=[
                 rollout,
                 RichProgressBar(),
@@ -147,6 +150,29 @@ class IterationCheckpoint(Checkpoint):
         # ranks join those all-reduces here, before the checkpoint's own collectives, or they hang
         _ = trainer.callback_metrics
         trainer.save_checkpoint(self.path)  # written to a temporary file, then moved over the old one
+
+
+class StreamingCheckpointIO(TorchCheckpointIO):
+    """Writes a checkpoint straight into a temporary file beside it, then moves it over the old one. Lightning's own
+    writer serializes the whole checkpoint into memory first and copies that buffer once more to write it: with
+    weights and Adam states of a 135M model, 3.2 GB of RSS on top of training (a smoke run's peak: 6.1 GiB at the
+    save, 2.9 GiB before it)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        try:
+            with partial.open("wb") as handle:
+                torch.save(checkpoint, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        os.replace(partial, path)  # atomic: a crash leaves the old checkpoint or the new one, whole
 
 
 def _trainable(policy, config: TrainConfig):
