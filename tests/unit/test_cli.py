@@ -250,19 +250,22 @@ def test_the_warmstart_alias_without_its_adapter_says_how_to_build_it(tmp_path):
     ],
 )
 @pytest.mark.parametrize(
-    "option, cuda, capability, device, dtype",
+    "option, cuda, capability, cpu_bf16, device, dtype",
     [
-        ([], False, None, "cpu", "bfloat16"),
-        ([], True, (8, 0), "cuda", "bfloat16"),
-        (["--device", "cuda:1"], True, (7, 5), "cuda:1", "float32"),  # before Ampere bf16 is only emulated
-        (["--device", "cpu", "--dtype", "float32"], True, None, "cpu", "float32"),
+        ([], False, None, True, "cpu", "bfloat16"),  # a CPU with AMX or AVX512-BF16
+        ([], False, None, False, "cpu", "float32"),  # an AVX2 CPU only emulates bf16
+        ([], True, (8, 0), False, "cuda", "bfloat16"),
+        (["--device", "cuda:1"], True, (7, 5), True, "cuda:1", "float32"),  # before Ampere bf16 is only emulated
+        (["--device", "cpu", "--dtype", "float32"], True, None, True, "cpu", "float32"),
     ],
 )
 def test_the_device_and_dtype_reach_the_model_loader(
-    tmp_path, monkeypatch, model_loads, command, option, cuda, capability, device, dtype
+    tmp_path, monkeypatch, model_loads, command, option, cuda, capability, cpu_bf16, device, dtype
 ):
     import torch
 
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: cpu_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2 if cuda else 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: capability)

@@ -64,19 +64,22 @@ def test_bad_input_is_one_line(data, capsys, argv, message):
 
 
 @pytest.mark.parametrize(
-    "option, cuda, capability, device, dtype",
+    "option, cuda, capability, cpu_bf16, device, dtype",
     [
-        ([], False, None, "cpu", "bfloat16"),
-        ([], True, (8, 0), "cuda", "bfloat16"),
-        (["--device", "cuda"], True, (7, 0), "cuda", "float32"),  # before Ampere bf16 is only emulated
-        (["--device", "cpu"], True, None, "cpu", "bfloat16"),
+        ([], False, None, True, "cpu", "bfloat16"),  # a CPU with AMX or AVX512-BF16
+        ([], False, None, False, "cpu", "float32"),  # an AVX2 CPU only emulates bf16
+        ([], True, (8, 0), False, "cuda", "bfloat16"),
+        (["--device", "cuda"], True, (7, 0), True, "cuda", "float32"),  # before Ampere bf16 is only emulated
+        (["--device", "cpu"], True, None, True, "cpu", "bfloat16"),
     ],
 )
 def test_synthesize_loads_the_model_on_the_device_in_a_dtype_it_runs(
-    data, monkeypatch, model_loads, option, cuda, capability, device, dtype
+    data, monkeypatch, model_loads, option, cuda, capability, cpu_bf16, device, dtype
 ):
     import torch
 
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: cpu_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: capability)
     assert (
