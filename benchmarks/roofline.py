@@ -73,17 +73,18 @@ def setter_streams_tokens_per_s(model, tokenizer, streams: int) -> float:
     return tokens / (time.perf_counter() - started)
 
 
-def solver_sample_tokens_per_s(model, tokenizer, batch: int) -> float:
-    """`sample()` on the Solver's few-shot prompts (6 puzzles, as training) for `batch` bundled puzzles, no stop
-    strings, so that the batch stays full; prefill included."""
+def solver_sample_tokens_per_s(model, tokenizer, batch: int, attempts: int = 4) -> float:
+    """`sample()` as the few-shot Solver calls it: `batch` rows, `attempts` per bundled puzzle (base.yaml's N_a: a
+    puzzle's identical prompts are prefilled once), the 6-puzzle few-shot prompt of training; no stop strings, so
+    that the batch stays full; prefill included."""
     import torch
 
     from codeplay_lightning.models import SamplingConfig, sample
     from codeplay_lightning.puzzles import bundled_puzzles, fewshot_puzzles, solver_prompt
 
     examples, puzzles = fewshot_puzzles()[:6], bundled_puzzles()
-    prompts = [solver_prompt(examples, puzzles[index % len(puzzles)]) for index in range(batch)]
-    generators = [torch.Generator().manual_seed(index) for index in range(batch)]
+    prompts = [solver_prompt(examples, puzzles[row // attempts % len(puzzles)]) for row in range(batch)]
+    generators = [torch.Generator().manual_seed(row) for row in range(batch)]
     sample(model, tokenizer, prompts[:2], SamplingConfig(2), generators[:2])  # warm-up
     started = time.perf_counter()
     samples = sample(model, tokenizer, prompts, SamplingConfig(STEPS, 0.8), generators)
