@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 
 
-def solver_prompts(count: int) -> list[str]:
-    """The Solver's own workload: few-shot prompts for bundled puzzles, cycled to `count`."""
+def solver_prompts(count: int, fewshot: int | None = None, attempts: int = 1) -> list[str]:
+    """The Solver's own workload: few-shot prompts (the first `fewshot` bundled examples; all without it) for
+    bundled puzzles, `attempts` rows each in a row, cycled to `count` rows."""
     from codeplay_lightning.puzzles import bundled_puzzles, fewshot_puzzles, solver_prompt
 
-    examples = fewshot_puzzles()
+    examples = fewshot_puzzles()[:fewshot]
     puzzles = bundled_puzzles()
-    return [solver_prompt(examples, puzzles[index % len(puzzles)]) for index in range(count)]
+    return [solver_prompt(examples, puzzles[index // attempts % len(puzzles)]) for index in range(count)]
 
 
 def bench_sampling(max_new_tokens: int = 48) -> dict:
@@ -123,12 +124,12 @@ def bench_setter_sampler(streams: int = 8, steps: int = 96) -> dict:
     import torch
 
     from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, sample_streams
-    from codeplay_lightning.models.sampling import token_consistent_prompt
-    from codeplay_lightning.puzzles import SETTER_STOP, fewshot_puzzles, setter_prompt
+    from codeplay_lightning.puzzles import SETTER_STOP, fewshot_puzzles
+    from codeplay_lightning.setter.rollout import setter_sampling_prompt
 
     model, tokenizer = load_causal_lm(EMBEDDED_ALIAS)
     examples = fewshot_puzzles()[:6]
-    prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
+    prompt = setter_sampling_prompt(tokenizer, examples)
     prompt_ids = tokenizer([prompt] * streams, return_tensors="pt")
 
     def ours() -> int:

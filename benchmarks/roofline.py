@@ -56,11 +56,11 @@ def setter_streams_tokens_per_s(model, tokenizer, streams: int) -> float:
     """`sample_streams` on the Setter prompt of training (6 few-shot puzzles), `streams` rows, STEPS steps."""
     import torch
 
-    from codeplay_lightning.models import SamplingConfig, sample_streams, token_consistent_prompt
-    from codeplay_lightning.puzzles import SETTER_STOP, fewshot_puzzles, setter_prompt
+    from codeplay_lightning.models import SamplingConfig, sample_streams
+    from codeplay_lightning.puzzles import SETTER_STOP, fewshot_puzzles
+    from codeplay_lightning.setter.rollout import setter_sampling_prompt
 
-    examples = fewshot_puzzles()[:6]
-    prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
+    prompt = setter_sampling_prompt(tokenizer, fewshot_puzzles()[:6])
 
     def run(steps: int) -> int:
         generators = [torch.Generator().manual_seed(seed) for seed in range(streams)]
@@ -79,11 +79,10 @@ def solver_sample_tokens_per_s(model, tokenizer, batch: int, attempts: int = 4) 
     that the batch stays full; prefill included."""
     import torch
 
+    from benchmarks.models import solver_prompts
     from codeplay_lightning.models import SamplingConfig, sample
-    from codeplay_lightning.puzzles import bundled_puzzles, fewshot_puzzles, solver_prompt
 
-    examples, puzzles = fewshot_puzzles()[:6], bundled_puzzles()
-    prompts = [solver_prompt(examples, puzzles[row // attempts % len(puzzles)]) for row in range(batch)]
+    prompts = solver_prompts(batch, fewshot=6, attempts=attempts)
     generators = [torch.Generator().manual_seed(row) for row in range(batch)]
     sample(model, tokenizer, prompts[:2], SamplingConfig(2), generators[:2])  # warm-up
     started = time.perf_counter()

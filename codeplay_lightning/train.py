@@ -22,16 +22,16 @@ from codeplay_lightning.config import ConfigError, TrainConfig, TrainerConfig, t
 from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
-from codeplay_lightning.models import load_causal_lm, native_bf16, token_consistent_prompt
+from codeplay_lightning.models import load_causal_lm, native_bf16
 from codeplay_lightning.puzzles import (
     Puzzle,
     fewshot_puzzles,
     in_classes,
     load_p3,
     load_p3_split,
-    setter_prompt,
 )
 from codeplay_lightning.setter import ArchiveDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.setter.rollout import setter_sampling_prompt
 from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver, solver_sampling
 
 log = logging.getLogger("codeplay_lightning")
@@ -96,8 +96,7 @@ def train(
         datamodule = ArchiveDataModule(
             archive=NoveltyArchive(embedder.get_embedding_dimension()), ppo=config.ppo, seed=config.trainer.seed
         )
-        # the prompt ends where a blank line ends inside the few-shot block: before the next `def f`
-        prompt = token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
+        prompt = setter_sampling_prompt(tokenizer, examples)
         rollout = RolloutCallback(
             config=config,
             tokenizer=tokenizer,

@@ -12,9 +12,8 @@ from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, ref
 from codeplay_lightning.config import RewardConfig
 from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.llm import HFLLM, OpenAILLM
-from codeplay_lightning.models import token_consistent_prompt
 from codeplay_lightning.puzzles import SETTER_STOP, Puzzle, setter_prompt
-from codeplay_lightning.setter.rollout import judge_puzzles, novelty_distances, reward_puzzles
+from codeplay_lightning.setter.rollout import judge_puzzles, novelty_distances, reward_puzzles, setter_sampling_prompt
 from codeplay_lightning.solver import Solver
 
 
@@ -23,9 +22,8 @@ def sample_setter_puzzles(llm: HFLLM | OpenAILLM, examples: Sequence[Puzzle], n:
     ending where a puzzle ends."""
     setter_llm = copy.copy(llm)
     setter_llm.sampling = replace(llm.sampling, stop_strings=SETTER_STOP)
-    prompt = setter_prompt(examples)
-    if isinstance(llm, HFLLM):  # a server's tokenizer is not ours to check
-        prompt = token_consistent_prompt(llm.tokenizer, prompt, examples[0].f)
+    # a server's tokenizer is not ours to check
+    prompt = setter_sampling_prompt(llm.tokenizer, examples) if isinstance(llm, HFLLM) else setter_prompt(examples)
     # a newline the token-consistent prompt left to the model is not the puzzle's, as in training
     return [text.lstrip("\n").rstrip() for text in setter_llm.complete([prompt] * n)]
 

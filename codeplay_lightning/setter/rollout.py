@@ -1,5 +1,6 @@
 """One PPO iteration's data, as plain functions (the Lightning callback only calls them):
 
+    setter_sampling_prompt  the Setter prompt as the streams continue it
     generate_episodes   n_envs Setter streams × n_steps token steps; a stream restarts after a puzzle
     judge_puzzles       validity, then the Solver's attempts (samples or a search) in the sandbox → D
     novelty_distances   embeddings against the archive (then archived) → distances to 5-NN
@@ -23,14 +24,20 @@ import torch
 
 from codeplay_lightning.archive import NoveltyArchive, embed
 from codeplay_lightning.config import RewardConfig, TrainConfig
-from codeplay_lightning.models import SamplingConfig, sample_streams
+from codeplay_lightning.models import SamplingConfig, sample_streams, token_consistent_prompt
 from codeplay_lightning.ppo import explained_variance, gae, kl_penalty, masked_mean, token_rewards, whiten
-from codeplay_lightning.puzzles import SETTER_STOP, PuzzleCheck, check_puzzle
+from codeplay_lightning.puzzles import SETTER_STOP, Puzzle, PuzzleCheck, check_puzzle, setter_prompt
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
 from codeplay_lightning.setter.module import SetterPPOModule
 from codeplay_lightning.solver import Solver, SolverResult
 
 Judged = tuple[PuzzleCheck, SolverResult | None]  # the Solver's result is None for an invalid puzzle
+
+
+def setter_sampling_prompt(tokenizer, examples: Sequence[Puzzle]) -> str:
+    """The Setter prompt of `examples` as it is sampled from: it ends where a blank line ends inside the few-shot
+    block, before the next `def f` (`token_consistent_prompt`)."""
+    return token_consistent_prompt(tokenizer, setter_prompt(examples), examples[0].f)
 
 
 @dataclass(frozen=True)
