@@ -12,7 +12,8 @@
   benchmarks/loop.py, same config and seed, one after the other in this run): goal ≥ 2.5×. Against the
   limit, the bare model's forward + backward on the iteration's action tokens × PPO epochs plus its
   Setter and Solver sampling: goal ≤ 1.5×. Peak RSS: goal ≤ the baseline's. The share of time
-  outside the models (sandbox, novelty, glue): goal ≤ 10%.
+  outside the models (sandbox, novelty, glue): goal ≤ 10%. Against the machine: the iteration against
+  the FLOPs its models need at this machine's matmul rate, phase by phase: goal ≤ 2×.
 - The Setter's sampler (streams restarting in place) against Hugging Face `generate` at the same
   batch: tokens/s, goal ≥ 1×.
 - Sampling against the machine's limit (`roofline.py`): the matmul rate at the model's decode shapes gives
@@ -21,8 +22,8 @@
 - Solver sampling tokens/s at batch 32 against one sequence at a time, embedded model, on the
   Solver's own prompts, with fp32 and with bf16 weights. Goal: ≥ 8×.
 - The same prompts through the search's LLM backends: HFLLM at batch 1 and 32, and OpenAILLM
-  against a local llama.cpp server (skipped, with the reason, when llama_cpp is not installed),
-  as ratios to HFLLM at batch 1.
+  (1 and 32 requests in flight) against a local llama.cpp server (skipped, with the reason, when
+  llama_cpp is not installed), as ratios to HFLLM at batch 1.
 - Code World Models (paper table 7): a CWM's step against the true environment's and one LLM call.
 """
 
@@ -100,6 +101,23 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
             ("peak RSS GiB, this tree today's scale", f"{now['peak_rss_gib']:.2f}", ""),
             ("share outside the models", f"{now['outside_models_frac']:.3f}", "goal <= 0.10"),
         ]
+        flops = loop["against_flops"]
+        rows += [
+            (
+                f"{phase} seconds / its FLOPs' seconds",
+                f"{flops['seconds_measured'][phase] / flops['seconds_at_rate'][phase]:.2f}x",
+                f"{flops['gflop'][phase]:.0f} GFLOP",
+            )
+            for phase in flops["gflop"]
+        ]
+        rows.append(
+            (
+                "iteration / its FLOPs at the matmul rate",
+                f"{flops['iteration_over_flops']:.2f}x",
+                f"{flops['precision']}, {flops['matmul_gflops_64_rows']:.0f} and {flops['matmul_gflops_512_rows']:.0f}"
+                " GFLOP/s at 64 and 512 rows; goal <= 2x",
+            )
+        )
         print("Setter sampler vs Hugging Face generate, same batch, bf16 autocast ...", flush=True)
         results["setter_sampler"] = sampler = bench_setter_sampler()
         rows += [
@@ -145,9 +163,9 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
         print("solver backends: HFLLM batch 1 and 32 vs a llama.cpp server, embedded model ...", flush=True)
         results["solver_backends"] = backends = bench_solver_backends()
         rows += [
-            ("HFLLM bf16 batch 1 tok/s", f"{backends['hf_batch1_tokens_per_s']:.1f}", ""),
+            (f"HFLLM {backends['hf_dtype']} batch 1 tok/s", f"{backends['hf_batch1_tokens_per_s']:.1f}", ""),
             (
-                "HFLLM bf16 batch 32 tok/s",
+                f"HFLLM {backends['hf_dtype']} batch 32 tok/s",
                 f"{backends['hf_batch32_tokens_per_s']:.1f}",
                 f"{backends['hf_batch32_over_batch1']:.1f}x batch 1",
             ),
@@ -155,7 +173,7 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
         if "server_skipped" in backends:
             rows.append(("llama.cpp server tok/s", "skipped", backends["server_skipped"]))
         else:
-            for concurrency in (1, 4):
+            for concurrency in (1, 32):
                 name = f"server_concurrency{concurrency}"
                 rows.append(
                     (

@@ -7,6 +7,9 @@ The limit is the bare forward + backward (cross-entropy, no prompt) on the itera
 tokens, cut into its minibatches, times the PPO epochs, plus the iteration's measured Setter and
 Solver sampling. What the loop adds on top (the old log-probs, the prompt, the value head, novelty,
 the sandbox, glue) is the gap between the limit and the iteration.
+
+Against the machine: the FLOPs the iteration's models need (`iteration_flops`) at this machine's matmul rate
+(`roofline.py`) in the run's precision: at 64 rows for sampling, at 512 for scoring and the PPO update.
 """
 
 from __future__ import annotations
@@ -109,6 +112,68 @@ def bare_update_seconds(action_tokens: int, puzzles: int, config_path: Path) -> 
     return (time.perf_counter() - started) * config.ppo.ppo_epochs
 
 
+def iteration_flops(record: dict, config_path: Path, run_dir: Path, model_config, tokenizer) -> dict[str, float]:
+    """GFLOP the iteration's models need, by phase, counting each token once where the loop needs it: the
+    Setter's prompt and every stream's every step; the Solver's few-shot block once, each valid puzzle's own
+    prompt once and the completions; scoring (old log-probs and values) and each PPO epoch's forward + backward
+    (3x the forward) over the action tokens and the prompt once per minibatch (its keys and values depend on the
+    weights, which each minibatch's step changes). Linear layers only, 2 x weights per token forward (as in
+    `roofline.py`): attention over the context is left out, so the ratio to it slightly flatters the loop."""
+    from benchmarks.roofline import flops_per_token
+    from codeplay_lightning.config import load_config
+    from codeplay_lightning.puzzles import fewshot_puzzles, solver_prompt
+    from codeplay_lightning.puzzles.parsing import check_puzzle
+    from codeplay_lightning.setter.rollout import setter_sampling_prompt
+
+    config = load_config([config_path])
+    examples = fewshot_puzzles()[: config.rollout.fewshot]
+    setter_prompt = len(tokenizer(setter_sampling_prompt(tokenizer, examples))["input_ids"])
+    puzzles = [json.loads(line) for line in (run_dir / "puzzles.jsonl").read_text().splitlines()]
+    valid = [check_puzzle(puzzle["puzzle"]).puzzle for puzzle in puzzles if puzzle["valid"]]
+    solver_prompts = tokenizer([solver_prompt(examples, puzzle) for puzzle in valid])["input_ids"]
+    few_shot_block = len(os.path.commonprefix(solver_prompts)) if len(solver_prompts) > 1 else 0
+    solver_prompt_tokens = few_shot_block + sum(len(ids) - few_shot_block for ids in solver_prompts)
+    minibatch_prompts = config.ppo.n_minibatches * setter_prompt + record["action_tokens"]
+    tokens = {
+        "setter_sampling": setter_prompt + config.rollout.n_envs * config.rollout.n_steps,
+        "solver": solver_prompt_tokens + record["solver_completion_tokens"],
+        "old_logprobs_and_values": minibatch_prompts,
+        "ppo_update": 3 * config.ppo.ppo_epochs * minibatch_prompts,
+    }
+    return {phase: count * flops_per_token(model_config) / 1e9 for phase, count in tokens.items()}
+
+
+def iteration_over_flops(record: dict, config_path: Path, run_dir: Path) -> dict:
+    """The iteration's model time against its FLOPs at this machine's matmul rate in the run's precision."""
+    import torch
+
+    from benchmarks.roofline import roofline
+    from codeplay_lightning.config import load_config
+    from codeplay_lightning.models import load_causal_lm
+    from codeplay_lightning.train import resolved_precision
+
+    config = load_config([config_path])
+    precision = resolved_precision(config.trainer)
+    dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
+    model, tokenizer = load_causal_lm(config.model.name)
+    gflop = iteration_flops(record, config_path, run_dir, model.config, tokenizer)
+    rates = {rows: roofline(model.config, rows, dtype)["gflops"] for rows in (64, 512)}
+    seconds_at_rate = {
+        phase: amount / rates[64 if phase in ("setter_sampling", "solver") else 512] for phase, amount in gflop.items()
+    }
+    measured = {phase: record[f"{phase}_seconds"] for phase in gflop}
+    measured["solver"] -= record["sandbox_seconds"]
+    return {
+        "precision": precision,
+        "matmul_gflops_64_rows": rates[64],
+        "matmul_gflops_512_rows": rates[512],
+        "gflop": gflop,
+        "seconds_at_rate": seconds_at_rate,
+        "seconds_measured": measured,
+        "iteration_over_flops": record["seconds"] / sum(seconds_at_rate.values()),
+    }
+
+
 def bench_loop(config: str = "configs/balanced.yaml") -> dict:
     config_path = Path(config)
     if not config_path.is_file():
@@ -118,6 +183,8 @@ def bench_loop(config: str = "configs/balanced.yaml") -> dict:
         baseline = run_iteration(baseline_tree(scratch), config_path, scratch / "baseline", PREVIOUS_SCALE)
         previous_scale = run_iteration(Path.cwd(), config_path, scratch / "previous_scale", PREVIOUS_SCALE)
         current = run_iteration(Path.cwd(), config_path, scratch / "current")
+        (current_run,) = (scratch / "current").glob("*/version_0")
+        against_flops = iteration_over_flops(current, config_path, current_run)
     sampling = current["setter_sampling_seconds"] + current["solver_seconds"] - current["sandbox_seconds"]
     bare = bare_update_seconds(current["action_tokens"], current["puzzles"], config_path)
     limit = bare + sampling
@@ -134,4 +201,5 @@ def bench_loop(config: str = "configs/balanced.yaml") -> dict:
         "speedup_same_config": previous_scale["puzzles_per_hour"] / baseline["puzzles_per_hour"],
         "speedup_each_at_its_scale": current["puzzles_per_hour"] / baseline["puzzles_per_hour"],
         "iteration_over_limit": current["seconds"] / limit,
+        "against_flops": against_flops,
     }

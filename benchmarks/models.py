@@ -33,17 +33,18 @@ def bench_sampling(max_new_tokens: int = 48) -> dict:
 
 
 def bench_solver_backends(max_new_tokens: int = 64) -> dict:
-    """Solver tokens/s through the search's LLM backends on the embedded model: HFLLM (bf16 weights)
-    at batch 1 and 32, and OpenAILLM against a llama.cpp server on the model's Q4_1 GGUF, one request
-    at a time and 4 in flight. Sampling at temperature 1 without stop strings, as in
-    `bench_sampling`; tokens/s is completion tokens over wall time, prefill included."""
+    """Solver tokens/s through the search's LLM backends on the embedded model: HFLLM (bf16 weights where
+    bf16 is native, else fp32, as `--dtype auto` loads it) at batch 1 and 32, and OpenAILLM against a
+    llama.cpp server on the model's Q4_1 GGUF (4-bit weights: not our numerics), one request at a time and
+    32 in flight. Sampling at temperature 1 without stop strings, as in `bench_sampling`; tokens/s is
+    completion tokens over wall time, prefill included."""
     import importlib.util
 
     import torch
 
     from benchmarks.llama_server import embedded_gguf, llama_server
     from codeplay_lightning.llm import HFLLM, LLM, LLMUsage, OpenAILLM
-    from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm
+    from codeplay_lightning.models import EMBEDDED_ALIAS, SamplingConfig, load_causal_lm, native_bf16
 
     prompts = solver_prompts(32)
     sampling = SamplingConfig(max_new_tokens)
@@ -54,7 +55,8 @@ def bench_solver_backends(max_new_tokens: int = 64) -> dict:
         llm.complete(workload)
         return llm.usage.completion_tokens / llm.usage.seconds
 
-    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=torch.bfloat16)
+    dtype = torch.bfloat16 if native_bf16("cpu") else torch.float32
+    model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=dtype)
     hf = {
         batch_size: HFLLM(
             model, tokenizer, sampling, chat=False, batch_size=batch_size, generator=torch.Generator().manual_seed(0)
@@ -68,6 +70,7 @@ def bench_solver_backends(max_new_tokens: int = 64) -> dict:
         "prompts": len(prompts),
         "max_new_tokens": max_new_tokens,
         "torch_threads": torch.get_num_threads(),
+        "hf_dtype": str(dtype).removeprefix("torch."),
         "hf_batch1_tokens_per_s": hf_batch1,
         "hf_batch32_tokens_per_s": hf_batch32,
         "hf_batch32_over_batch1": hf_batch32 / hf_batch1,
@@ -76,7 +79,7 @@ def bench_solver_backends(max_new_tokens: int = 64) -> dict:
         result["server_skipped"] = "llama_cpp is not installed (make install-server)"
         return result
     with llama_server(embedded_gguf(), threads=torch.get_num_threads()) as base_url:
-        for concurrency in (1, 4):
+        for concurrency in (1, 32):
             llm = OpenAILLM(base_url, EMBEDDED_ALIAS, sampling, chat=False, concurrency=concurrency, seed=0)
             result[f"server_concurrency{concurrency}_tokens_per_s"] = speed = tokens_per_s(llm, prompts)
             result[f"server_concurrency{concurrency}_over_hf_batch1"] = speed / hf_batch1

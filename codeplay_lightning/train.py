@@ -103,6 +103,7 @@ def train(
             setter_prompt=prompt,
             solver=solver,
             sandbox=sandbox,
+            solver_usage=solver_llm.usage,
             solver_model=solver_model,
             embedder=embedder,
             reference_distance=reference_distance,

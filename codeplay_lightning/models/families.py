@@ -14,6 +14,8 @@ refused in one line rather than sent down a path nobody checked for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 FAST_FAMILIES = ("llama", "gpt2", "gpt_neox", "phi", "qwen2", "mistral")  # fast unless a window is configured
@@ -54,3 +56,15 @@ def _windowed(config) -> bool:
     """Does any layer attend through a local or sliding window?"""
     layer_types = getattr(config, "layer_types", None) or ()
     return getattr(config, "sliding_window", None) is not None or any(kind != "full_attention" for kind in layer_types)
+
+
+@contextmanager
+def using_attention(model, name: str) -> Iterator[None]:
+    """The attention function registered as `name` runs the model's attention for the duration: each attention
+    layer of a fast family looks its implementation up by the config's name at every call."""
+    previous = model.config._attn_implementation
+    model.config._attn_implementation = name
+    try:
+        yield
+    finally:
+        model.config._attn_implementation = previous

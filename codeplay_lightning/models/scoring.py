@@ -7,7 +7,8 @@ that row's actions, gradient included (`tests/unit/test_model_matrix_scoring.py`
   where attention is plain causal over positions: a window would count pack slots, not distances;
 - rows (plain): each row is its own sequence, prompt + actions, under an ordinary 2D padding mask, so every
   token sits at its own position whatever the attention; the prompt then runs once per row.
-Either way the vocabulary-wide log-softmax runs at real actions only.
+Either way the vocabulary projection runs at real actions only, in chunks (`head_logprobs_and_entropy`): the
+model returns hidden states, never the (N, V) logits.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from transformers import AttentionInterface
 
-from codeplay_lightning.models.families import attention_paths
-from codeplay_lightning.ppo import logprobs_and_entropy
+from codeplay_lightning.models.families import attention_paths, using_attention
+from codeplay_lightning.ppo import head_logprobs_and_entropy
 
 PACK_TOKENS = 256  # action tokens per packed sequence in scoring (a longer row gets a pack of its own): 12% faster
 # than 512 on 2 cores (1,375 tokens behind a 287-token prompt), since a pack's tokens attend to each other
+GROUPED_ATTENTION = "codeplay_grouped_sdpa"
 
 
 def score_actions(
@@ -39,42 +43,48 @@ def score_actions(
     hidden states (N, H) before the actions to values (N,); None scores without values (the reference model).
     `pack_tokens`: about how many action tokens a pack holds on the packed path."""
     real = mask.bool()  # (B, T)
+    projection = vocabulary_projection(model)
     if attention_paths(model).fast:
-        logits, hidden, source = _packed_states(
-            model, prompt_ids, action_ids, real, value_head is not None, pack_tokens
-        )
+        hidden, source = _packed_states(model, prompt_ids, action_ids, real, pack_tokens)
     else:
-        logits, hidden, source = _row_states(model, prompt_ids, action_ids, real, value_head is not None)
-    targets = torch.zeros(len(logits), dtype=torch.long, device=mask.device)  # (N,): what each state predicts
+        hidden, source = _row_states(model, prompt_ids, action_ids, real)
+    targets = torch.zeros(len(hidden), dtype=torch.long, device=mask.device)  # (N,): what each state predicts
     targets[source[real]] = action_ids[real]
-    per_state = list(logprobs_and_entropy(logits, targets, temperature))  # (N,) each
+    per_state = list(head_logprobs_and_entropy(hidden, projection.weight, projection.bias, targets, temperature))
     if value_head is not None:
         per_state.append(value_head(hidden))
     logprobs, entropies, *values = (torch.where(real, at_state[source], 0.0) for at_state in per_state)
     return logprobs, values[0] if values else None, entropies
 
 
+def vocabulary_projection(model: nn.Module) -> nn.Linear:
+    """The model's output layer, which scoring applies to the hidden states itself; one-line refusal if it is
+    anything but a plain `nn.Linear` (LoRA on it, for one), whose logits no test here has checked."""
+    projection = model.get_output_embeddings()
+    if type(projection) is not nn.Linear:
+        raise ValueError(
+            f"PPO scoring projects hidden states onto the vocabulary itself and needs a plain nn.Linear output "
+            f"layer; this model's is {type(projection).__name__} (LoRA on the output layer is not supported)"
+        )
+    return projection
+
+
 def _row_states(
-    model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, real: torch.Tensor, want_hidden: bool
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """The logits (N, V) and last hidden states (N, H) before the N real actions, in row-major order, and
-    the (B, T) index of each action's state: one forward over every row's [prompt | actions], right-padded.
-    The LM head runs at those N states only (a boolean `logits_to_keep`)."""
+    model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, real: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last hidden states (N, H) before the N real actions, in row-major order, and the (B, T) index of each
+    action's state: one forward over every row's [prompt | actions], right-padded."""
     batch, prompt_length = real.shape[0], len(prompt_ids)
     ids = torch.cat([prompt_ids.expand(batch, -1), action_ids], dim=1)  # (B, P + T)
     attention = torch.cat([real.new_ones(batch, prompt_length), real], dim=1)  # (B, P + T)
     before = torch.zeros_like(attention)  # (B, P + T): the state at p predicts the token at p + 1
     before[:, prompt_length - 1 : -1] = real
     output = model(
-        input_ids=ids,
-        attention_mask=attention,
-        use_cache=False,
-        output_hidden_states=want_hidden,
-        logits_to_keep=before,
+        input_ids=ids, attention_mask=attention, use_cache=False, output_hidden_states=True, logits_to_keep=1
     )
     source = torch.zeros(real.shape, dtype=torch.long, device=real.device)
     source[real] = torch.arange(int(real.sum()), device=real.device)
-    return output.logits, output.hidden_states[-1][before] if want_hidden else None, source
+    return output.hidden_states[-1][before], source
 
 
 def _packed_states(
@@ -82,20 +92,18 @@ def _packed_states(
     prompt_ids: torch.Tensor,
     action_ids: torch.Tensor,
     real: torch.Tensor,
-    want_hidden: bool,
     pack_tokens: int,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """The logits (N, V) and last hidden states (N, H) before the actions, and the (B, T) index of each
-    action's state. The prompt runs once, at batch 1; the rows' actions run behind it in packs of about
-    `pack_tokens` tokens, each token attending to the prompt and to its own row's earlier actions only. The
-    prompt's keys and values depend on the weights and stay in the graph; padding only at the ends of packs.
-    Packs, not one sequence: attention's work grows with the pack's length times the prompt's plus its own."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last hidden states (N, H) before the actions, and the (B, T) index of each action's state. The prompt
+    runs once, at batch 1; the rows' actions run behind it in packs of about `pack_tokens` tokens, each token
+    attending to the prompt and to its own row's earlier actions only. The prompt's keys and values depend on
+    the weights and stay in the graph; padding only at the ends of packs. Packs, not one sequence: attention's
+    work grows with the pack's length times the prompt's plus its own."""
     batch = len(action_ids)
-    prompt = model(input_ids=prompt_ids[None], use_cache=True, output_hidden_states=want_hidden, logits_to_keep=1)
+    prompt = model(input_ids=prompt_ids[None], use_cache=True, output_hidden_states=True, logits_to_keep=1)
     # a row's first action is predicted by the prompt's last position, its others by its actions but the
     # last: states are the B first-action ones (the prompt's, repeated), then the Q packed ones
-    logits = [prompt.logits[0].expand(batch, -1)]  # (B, V)
-    hidden = [prompt.hidden_states[-1][0, -1:].expand(batch, -1)] if want_hidden else []  # (B, H)
+    hidden = [prompt.hidden_states[-1][0, -1:].expand(batch, -1)]  # (B, H)
     lengths = real.sum(dim=1)  # (B,)
     feeds = torch.arange(real.shape[1], device=real.device) < (lengths - 1)[:, None]  # (B, T)
     if feeds.any():
@@ -121,24 +129,22 @@ def _packed_states(
         }
         cache = prompt.cache
         cache.reorder_cache(torch.zeros(n_packs, dtype=torch.long, device=real.device))  # the prompt per pack
-        rows = model(
-            input_ids=packed["ids"],
-            cache=cache,
-            position_ids=len(prompt_ids) + packed["positions"],
-            output_hidden_states=want_hidden,
-            attention_mask=packed_attention_mask(
-                packed["segments"], packed["positions"], len(prompt_ids), model.config
-            ),
-        )
-        logits.append(rows.logits.flatten(0, 1)[slots])  # (Q, V)
-        if want_hidden:
-            hidden.append(rows.hidden_states[-1].flatten(0, 1)[slots])  # (Q, H)
+        with using_attention(model, GROUPED_ATTENTION):
+            rows = model(
+                input_ids=packed["ids"],
+                cache=cache,
+                position_ids=len(prompt_ids) + packed["positions"],
+                output_hidden_states=True,
+                logits_to_keep=1,
+                attention_mask=packed_attention_mask(packed["segments"], packed["positions"], len(prompt_ids)),
+            )
+        hidden.append(rows.hidden_states[-1].flatten(0, 1)[slots])  # (Q, H)
     predicted = torch.zeros_like(feeds)  # (B, T): the real actions after each row's first
     predicted[:, 1:] = feeds[:, :-1]
     source = torch.zeros(real.shape, dtype=torch.long, device=real.device)
     source[:, 0] = torch.arange(batch, device=real.device)
     source[predicted] = torch.arange(batch, batch + int(predicted.sum()), device=real.device)
-    return torch.cat(logits), torch.cat(hidden) if want_hidden else None, source
+    return torch.cat(hidden), source
 
 
 def pack_rows(counts: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -166,14 +172,32 @@ def balanced_budget(counts: list[int], most: int) -> int:
     return budget
 
 
-def packed_attention_mask(segments: torch.Tensor, positions: torch.Tensor, prompt_length: int, config):
-    """(G, 1, L, P + L) mask for G packs of L tokens behind a P-token cached prompt: token q sees the
-    prompt and the tokens of its own segment (row) up to itself; padding (segment -1) sees the
-    prompt only. Boolean for SDPA; additive for eager."""
+def packed_attention_mask(segments: torch.Tensor, positions: torch.Tensor, prompt_length: int) -> torch.Tensor:
+    """(G, 1, L, P + L) boolean mask for G packs of L tokens behind a P-token cached prompt: token q sees the
+    prompt and the tokens of its own segment (row) up to itself; padding (segment -1) sees the prompt only."""
     same_row = (segments[:, :, None] == segments[:, None, :]) & (segments[:, None, :] >= 0)  # (G, L, L)
     causal = positions[:, None, :] <= positions[:, :, None]
     prompt = same_row.new_ones(*segments.shape, prompt_length)  # (G, L, P)
-    sees = torch.cat([prompt, same_row & causal], dim=2)[:, None]
-    if config._attn_implementation == "sdpa":
-        return sees
-    return torch.zeros(sees.shape, device=sees.device).masked_fill(~sees, torch.finfo(torch.float32).min)
+    return torch.cat([prompt, same_row & causal], dim=2)[:, None]
+
+
+def grouped_sdpa_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """SDPA with each key/value head read by its group of query heads (`enable_gqa`): Transformers' own copies
+    the keys and values once per query head whenever a mask is given, and autograd kept those copies (SmolLM2's
+    3 heads made 9: 290 MB of a base.yaml minibatch). query (B, H, q, D); key and value (B, H_kv, S, D)."""
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
+    )
+    return output.transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(GROUPED_ATTENTION, grouped_sdpa_attention)

@@ -11,11 +11,12 @@ the KV cache holds each row's own tokens only, and every query attends to both i
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from transformers import AttentionInterface, DynamicCache, PreTrainedModel
+
+from codeplay_lightning.models.families import using_attention
 
 ATTENTION = "codeplay_shared_prefix"
 
@@ -61,7 +62,7 @@ def forward_behind(
     Attention reads the cache up to the last slot any query sees: a static cache is mostly empty early on."""
     seen = sees_own.any(dim=0).any(dim=0)  # (S,)
     own_slots = int(seen.nonzero()[-1]) + 1
-    with _attention(model):
+    with using_attention(model, ATTENTION):
         return model(
             input_ids=input_ids,
             attention_mask=sees_own[:, None],
@@ -72,18 +73,6 @@ def forward_behind(
             shared_prefix=prefix,
             own_slots=own_slots,
         )
-
-
-@contextmanager
-def _attention(model: PreTrainedModel):
-    """The model's attention is this module's for the duration: each attention layer looks its
-    implementation up by the config's name at every call."""
-    previous = model.config._attn_implementation
-    model.config._attn_implementation = ATTENTION
-    try:
-        yield
-    finally:
-        model.config._attn_implementation = previous
 
 
 def shared_prefix_attention(

@@ -71,6 +71,91 @@ def logprobs_and_entropy(
     return log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), entropy
 
 
+HEAD_CHUNK_ROWS = 256  # rows of logits at a time in `head_logprobs_and_entropy`: 48 MB of float32 at 49,152 tokens
+
+
+def head_logprobs_and_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    tokens: torch.Tensor,
+    temperature: float = 1.0,
+    chunk_rows: int = HEAD_CHUNK_ROWS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`logprobs_and_entropy(F.linear(hidden, weight, bias), tokens, temperature)` for hidden states (N, H), the
+    vocabulary projection's weight (V, H) and bias (V,) or None, and tokens (N,), without holding the (N, V)
+    logits: rows go through in chunks of `chunk_rows`, and the backward computes each chunk's logits again
+    instead of keeping them. The vocabulary-wide tensors of a PPO minibatch at base.yaml's scale (the logits,
+    their float32 copy, log-softmax, probabilities, their gradients) were ~2 GB; the price is one more vocabulary
+    projection per backward. Under autocast the projection runs in autocast's dtype, as the model's own does."""
+    device = hidden.device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+    else:
+        dtype = torch.promote_types(hidden.dtype, weight.dtype)
+    return _ChunkedHead.apply(hidden, weight, bias, tokens, temperature, chunk_rows, dtype)
+
+
+def _chunk_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dtype) -> torch.Tensor:
+    return F.linear(hidden.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype))
+
+
+class _ChunkedHead(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, tokens, temperature, chunk_rows, dtype):
+        ctx.set_materialize_grads(False)  # an output outside the loss (the entropy, as a metric) gets None
+        ctx.save_for_backward(hidden, weight, bias, tokens)
+        ctx.temperature, ctx.chunk_rows, ctx.dtype = temperature, chunk_rows, dtype
+        with torch.autocast(hidden.device.type, enabled=False):
+            chunks = [
+                logprobs_and_entropy(_chunk_logits(rows, weight, bias, dtype), targets, temperature)
+                for rows, targets in zip(hidden.split(chunk_rows), tokens.split(chunk_rows))
+            ]
+        return torch.cat([logprobs for logprobs, _ in chunks]), torch.cat([entropy for _, entropy in chunks])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_logprobs, grad_entropy):
+        """With u = logits / T, p = softmax(u), l = log p and H = -sum p l: d l_t / d u = onehot(t) - p and
+        d H / d u = -p (l + H); d / d logits is that over T."""
+        hidden, weight, bias, tokens = ctx.saved_tensors
+        wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
+        accumulate = torch.promote_types(weight.dtype, torch.float32)  # the chunks' sum, float32 under bf16
+        grads = {
+            "hidden": torch.zeros_like(hidden) if wants_hidden else None,
+            "weight": torch.zeros_like(weight, dtype=accumulate) if wants_weight else None,
+            "bias": torch.zeros_like(bias, dtype=accumulate) if wants_bias else None,
+        }
+        if grad_logprobs is None and grad_entropy is None:
+            return grads["hidden"], grads["weight"], grads["bias"], None, None, None, None
+        weight_in_dtype = weight.to(ctx.dtype)
+        with torch.autocast(hidden.device.type, enabled=False):
+            for start in range(0, len(hidden), ctx.chunk_rows):
+                rows = slice(start, start + ctx.chunk_rows)
+                logits = _chunk_logits(hidden[rows], weight, bias, ctx.dtype)
+                log_probs = torch.log_softmax(
+                    logits.to(torch.promote_types(logits.dtype, torch.float32)) / ctx.temperature, -1
+                )
+                probs = log_probs.exp()  # (n, V)
+                grad_u = torch.zeros_like(probs)
+                if grad_entropy is not None:
+                    entropy = -(probs * log_probs).sum(-1, keepdim=True)  # (n, 1)
+                    grad_u -= grad_entropy[rows, None] * probs * (log_probs + entropy)
+                if grad_logprobs is not None:
+                    grad_u -= grad_logprobs[rows, None] * probs
+                    grad_u.scatter_add_(-1, tokens[rows, None], grad_logprobs[rows, None].to(grad_u.dtype))
+                grad_logits = (grad_u / ctx.temperature).to(ctx.dtype)  # (n, V)
+                if wants_hidden:
+                    grads["hidden"][rows] = grad_logits @ weight_in_dtype
+                if wants_weight:
+                    grads["weight"] += grad_logits.T @ hidden[rows].to(ctx.dtype)
+                if wants_bias:
+                    grads["bias"] += grad_logits.sum(0)
+        grad_weight = None if grads["weight"] is None else grads["weight"].to(weight.dtype)
+        grad_bias = None if grads["bias"] is None else grads["bias"].to(bias.dtype)
+        return grads["hidden"], grad_weight, grad_bias, None, None, None, None
+
+
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: KLKind = "k1") -> torch.Tensor:
     """Per-token estimate of KL(policy || reference) from the sampled token's log-probs, (B, T).
 

@@ -25,6 +25,7 @@ from torch import nn
 from codeplay_lightning.allocator import peak_rss_gib, reset_peak_rss
 from codeplay_lightning.config import TrainConfig
 from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.setter.module import SetterPPOModule
 from codeplay_lightning.setter.ranks import from_every_rank, rank
 from codeplay_lightning.setter.rollout import (
@@ -62,7 +63,8 @@ class RankPuzzles:
 class RolloutCallback(L.Callback):
     """`generator` drives the iteration's sampling: the Setter's streams here, and the Solver, whose LLM
     (and search seeds) draw from the same generator object; it is seeded per rank and checkpointed here.
-    `sandbox` is the Solver's, whose busy time the iteration's record counts apart from the models'.
+    `sandbox` is the Solver's, whose busy time the iteration's record counts apart from the models'; `solver_usage`
+    its LLM's counters, whose tokens the record counts.
     `solver_model` is a local Solver LM of its own, moved to the trainer's device (None when the Solver
     samples from the module's frozen weights, which move with the module, or from a server)."""
 
@@ -74,6 +76,7 @@ class RolloutCallback(L.Callback):
         setter_prompt: str,
         solver: Solver,
         sandbox: Sandbox,
+        solver_usage: LLMUsage,
         solver_model: nn.Module | None,
         embedder,
         reference_distance: float,
@@ -81,6 +84,7 @@ class RolloutCallback(L.Callback):
     ):
         self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
         self.solver, self.sandbox, self.solver_model = solver, sandbox, solver_model
+        self.solver_usage = solver_usage
         self.embedder, self.reference_distance = embedder, reference_distance
         self.prompt_ids = torch.tensor(tokenizer(setter_prompt)["input_ids"])
         self.generator = generator
@@ -105,6 +109,7 @@ class RolloutCallback(L.Callback):
         reset_peak_rss()
         clock = _Clock()
         sandbox_before = self.sandbox.busy_seconds
+        solver_tokens_before = (self.solver_usage.prompt_tokens, self.solver_usage.completion_tokens)
         rollout = self.config.rollout
         with torch.no_grad(), rollout_precision(trainer.precision_plugin):
             streams = rank_share(rollout.n_envs, trainer.global_rank, trainer.world_size)
@@ -138,7 +143,12 @@ class RolloutCallback(L.Callback):
         trainer.datamodule.set_buffer(buffer)
         clock.laps["sandbox"] = self.sandbox.busy_seconds - sandbox_before
         self.clock = clock
-        self.work = {"puzzles": len(episodes), "action_tokens": int(buffer.mask.sum())}  # this rank's
+        self.work = {  # this rank's
+            "puzzles": len(episodes),
+            "action_tokens": int(buffer.mask.sum()),
+            "solver_prompt_tokens": self.solver_usage.prompt_tokens - solver_tokens_before[0],
+            "solver_completion_tokens": self.solver_usage.completion_tokens - solver_tokens_before[1],
+        }
         self._log(trainer, RankRollout(scored, truncated, metrics, clock.total()))
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:

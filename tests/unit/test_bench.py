@@ -48,3 +48,41 @@ def test_the_roofline_counts_every_weight_matmul_of_a_decode_step(tiny_llama):
     limit = roofline(tiny_llama.config, batch=4, dtype=torch.float32, repeats=2)
     assert limit["tokens_per_s"] > 0
     assert limit["gflops"] == pytest.approx(limit["tokens_per_s"] * flops_per_token(tiny_llama.config) / 1e9)
+
+
+def test_the_iteration_flops_count_each_token_once_where_the_loop_needs_it(tmp_path, tiny_llama, char_tokenizer):
+    """Against a count by hand: the Setter's prompt and every stream step; the Solver's few-shot block once, each
+    valid puzzle's own prompt and the completions; scoring and 3x per PPO epoch the actions and one prompt per
+    minibatch. An invalid puzzle costs the Solver nothing."""
+    import json
+
+    from benchmarks.loop import iteration_flops
+    from benchmarks.roofline import flops_per_token
+    from codeplay_lightning.config import load_config
+    from codeplay_lightning.puzzles import fewshot_puzzles, solver_prompt
+    from codeplay_lightning.puzzles.parsing import check_puzzle
+    from codeplay_lightning.setter.rollout import setter_sampling_prompt
+    from tests.support import CONFIGS
+
+    config_path = CONFIGS / "balanced.yaml"
+    config = load_config([config_path])
+    texts = ["def f(x: int):\n    return x > 3", "def f(s: str):\n    return s == 'ab'", "def f(x:"]
+    (tmp_path / "puzzles.jsonl").write_text(
+        "".join(json.dumps({"puzzle": text, "valid": check_puzzle(text).valid}) + "\n" for text in texts)
+    )
+    record = {"action_tokens": 500, "solver_completion_tokens": 300}
+    gflop = iteration_flops(record, config_path, tmp_path, tiny_llama.config, char_tokenizer)
+
+    examples = fewshot_puzzles()[: config.rollout.fewshot]
+    prompts = [solver_prompt(examples, check_puzzle(text).puzzle) for text in texts[:2]]
+    shared = next(i for i, (a, b) in enumerate(zip(prompts[0], prompts[1])) if a != b)  # one token per character
+    setter_prompt = len(setter_sampling_prompt(char_tokenizer, examples))
+    scored = config.ppo.n_minibatches * setter_prompt + 500
+    expected_tokens = {
+        "setter_sampling": setter_prompt + config.rollout.n_envs * config.rollout.n_steps,
+        "solver": shared + sum(len(prompt) - shared for prompt in prompts) + 300,
+        "old_logprobs_and_values": scored,
+        "ppo_update": 3 * config.ppo.ppo_epochs * scored,
+    }
+    per_token = flops_per_token(tiny_llama.config) / 1e9
+    assert gflop == pytest.approx({phase: count * per_token for phase, count in expected_tokens.items()})

@@ -14,6 +14,7 @@ from codeplay_lightning.ppo import losses
 from codeplay_lightning.ppo.losses import (
     explained_variance,
     gae,
+    head_logprobs_and_entropy,
     kl_penalty,
     logprobs_and_entropy,
     masked_mean,
@@ -207,6 +208,57 @@ def test_entropy_and_logprobs_match_reference(layout):
             scaled = [float(logit) / temperature for logit in logits[b, t]]
             expected[b, t] = scaled[tokens[b, t]] - math.log(sum(math.exp(s) for s in scaled))
     assert_close(logprobs, expected)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("in_loss", ["both", "logprobs", "entropy"])
+def test_chunked_head_matches_the_plain_projection_and_its_gradients(bias, in_loss):
+    """Values and every input's gradient against autograd through F.linear and `logprobs_and_entropy`, in
+    float64, with chunks that do not divide the rows and a loss that weighs each output per row (or leaves one
+    out, as training leaves the entropy out at entropy_coef 0)."""
+    torch.manual_seed(11)
+    rows, hidden_size, vocabulary, temperature = 11, 6, 13, 0.7
+    inputs = [randn(rows, hidden_size), 2 * randn(vocabulary, hidden_size), randn(vocabulary) if bias else None]
+    tokens = torch.randint(0, vocabulary, (rows,))
+    weights = randn(2, rows)
+
+    def loss_and_grads(compute):
+        leaves = [tensor.clone().requires_grad_() if tensor is not None else None for tensor in inputs]
+        logprobs, entropy = compute(*leaves)
+        terms = {"logprobs": (weights[0] * logprobs).sum(), "entropy": (weights[1] * entropy).sum()}
+        loss = sum(terms.values()) if in_loss == "both" else terms[in_loss]
+        loss.backward()
+        return [logprobs, entropy] + [leaf.grad for leaf in leaves if leaf is not None]
+
+    def plain(hidden, weight, bias_):
+        return logprobs_and_entropy(torch.nn.functional.linear(hidden, weight, bias_), tokens, temperature)
+
+    def chunked(hidden, weight, bias_):
+        return head_logprobs_and_entropy(hidden, weight, bias_, tokens, temperature, chunk_rows=4)
+
+    for expected, got in zip(loss_and_grads(plain), loss_and_grads(chunked)):
+        assert_close(got, expected)
+
+
+def test_chunked_head_under_bf16_autocast_matches_the_plain_projection():
+    """Under autocast both project in bf16 (the model's lm_head would); the chunks round alike, the weight's
+    gradient is summed over the chunks in float32 where autograd sums it in one bf16 product."""
+    torch.manual_seed(12)
+    hidden, weight = torch.randn(40, 16), torch.randn(50, 16)
+    tokens = torch.randint(0, 50, (40,))
+    results = []
+    for chunk_rows in (None, 7):
+        leaves = [hidden.clone().requires_grad_(), weight.clone().requires_grad_()]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if chunk_rows is None:
+                outputs = logprobs_and_entropy(torch.nn.functional.linear(*leaves), tokens, 0.8)
+            else:
+                outputs = head_logprobs_and_entropy(*leaves, None, tokens, 0.8, chunk_rows=chunk_rows)
+        sum(output.sum() for output in outputs).backward()
+        results.append([*outputs, *(leaf.grad for leaf in leaves)])
+    for expected, got in zip(*results):
+        assert got.dtype == expected.dtype
+        assert_close(got, expected, atol=0.05, rtol=0.02)
 
 
 # ---- properties ----------------------------------------------------------------------------------
