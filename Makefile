@@ -64,7 +64,7 @@ bench: $(BIN)/codeplay ## side-by-side benchmarks (benchmarks/, from a clone wit
 compare: $(BIN)/codeplay ## the paper's figure 2 and appendix C from runs: RUNS="runs/*/version_0" OUT=docs/results
 	$(BIN)/codeplay compare $(RUNS) --out $(OUT)
 
-sweep: $(BIN)/codeplay ## train the six paper presets at the CPU scale (1.5-2 h; rerun to resume), then compare into OUT
+sweep: $(BIN)/codeplay ## train the six paper presets at the CPU scale (1.5-2 h on AMX cores, ~4 h in fp32; rerun to resume), then compare into OUT
 	$(BIN)/codeplay sweep --out $(OUT)
 
 clean: ## remove the virtualenv and caches

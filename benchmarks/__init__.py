@@ -156,7 +156,12 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                     for key, label, goal in (
                         ("setter_streams_32", "Setter streams 32", ""),
                         ("setter_streams_64", "Setter streams 64", "; goal >= 0.50"),
-                        ("solver_sample_64", "Solver sample() 64", "; goal >= 0.50"),
+                        ("solver_sample_64", f"Solver sample() 64 x {roof['steps']} tokens", ""),
+                        (
+                            "solver_sample_64_budget",
+                            f"Solver sample() 64 x {roof['solver_budget']} tokens (base.yaml's)",
+                            "; goal >= 0.50",
+                        ),
                     )
                 ),
             ]

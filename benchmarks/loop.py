@@ -85,9 +85,9 @@ def baseline_tree(directory: Path) -> Path:
     return directory / "tree"
 
 
-def bare_update_seconds(action_tokens: int, puzzles: int, config_path: Path) -> float:
+def bare_update_seconds(action_tokens: int, puzzles: int, config_path: Path, precision: str) -> float:
     """The limit's PPO part: the bare model's forward + backward over the iteration's action tokens
-    (puzzles rows of the mean length) in its minibatches, times the PPO epochs, bf16 autocast."""
+    (puzzles rows of the mean length) in its minibatches, times the PPO epochs, in the run's `precision`."""
     import torch
 
     from codeplay_lightning.config import load_config
@@ -101,7 +101,7 @@ def bare_update_seconds(action_tokens: int, puzzles: int, config_path: Path) -> 
 
     def update(rows: int) -> None:
         ids = torch.randint(0, model.config.vocab_size, (rows, length + 1), generator=generator)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision.startswith("bf16")):
             logits = model(input_ids=ids[:, :-1]).logits.float()
         torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()).backward()
 
@@ -175,18 +175,24 @@ def iteration_over_flops(record: dict, config_path: Path, run_dir: Path) -> dict
 
 
 def bench_loop(config: str = "configs/balanced.yaml") -> dict:
+    from codeplay_lightning.config import load_config
+    from codeplay_lightning.train import resolved_precision
+
     config_path = Path(config)
     if not config_path.is_file():
         raise ValueError(f"{config} not found: run the benchmarks from the repository root")
+    # every tree at the precision `auto` resolves to here: the baseline predates `auto`
+    precision = (f"trainer.precision={resolved_precision(load_config([config_path]).trainer)}",)
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        baseline = run_iteration(baseline_tree(scratch), config_path, scratch / "baseline", PREVIOUS_SCALE)
-        previous_scale = run_iteration(Path.cwd(), config_path, scratch / "previous_scale", PREVIOUS_SCALE)
-        current = run_iteration(Path.cwd(), config_path, scratch / "current")
+        baseline_runs, previous_runs = scratch / "baseline", scratch / "previous_scale"
+        baseline = run_iteration(baseline_tree(scratch), config_path, baseline_runs, PREVIOUS_SCALE + precision)
+        previous_scale = run_iteration(Path.cwd(), config_path, previous_runs, PREVIOUS_SCALE + precision)
+        current = run_iteration(Path.cwd(), config_path, scratch / "current", precision)
         (current_run,) = (scratch / "current").glob("*/version_0")
         against_flops = iteration_over_flops(current, config_path, current_run)
     sampling = current["setter_sampling_seconds"] + current["solver_seconds"] - current["sandbox_seconds"]
-    bare = bare_update_seconds(current["action_tokens"], current["puzzles"], config_path)
+    bare = bare_update_seconds(current["action_tokens"], current["puzzles"], config_path, against_flops["precision"])
     limit = bare + sampling
     return {
         "config": config,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-STEPS = 48  # tokens per row in each sampling measurement
+STEPS = 48  # tokens per row in each Setter streams measurement
+BASE_CONFIG = "configs/base.yaml"  # the Solver is measured at its N_a and token budget there
 
 
 def decode_matmuls(config) -> list[tuple[int, int, int]]:
@@ -73,44 +74,61 @@ def setter_streams_tokens_per_s(model, tokenizer, streams: int) -> float:
     return tokens / (time.perf_counter() - started)
 
 
-def solver_sample_tokens_per_s(model, tokenizer, batch: int, attempts: int = 4) -> float:
-    """`sample()` as the few-shot Solver calls it: `batch` rows, `attempts` per bundled puzzle (base.yaml's N_a: a
-    puzzle's identical prompts are prefilled once), the 6-puzzle few-shot prompt of training; no stop strings, so
+def solver_sample_tokens_per_s(model, tokenizer, batch: int, new_tokens: int) -> float:
+    """`sample()` as the few-shot Solver calls it: `batch` rows of `new_tokens` tokens, base.yaml's N_a attempts per
+    bundled puzzle (a puzzle's identical prompts are prefilled once) behind its few-shot prompt; no stop strings, so
     that the batch stays full; prefill included."""
     import torch
 
     from benchmarks.models import solver_prompts
+    from codeplay_lightning.config import load_config
     from codeplay_lightning.models import SamplingConfig, sample
 
-    prompts = solver_prompts(batch, fewshot=6, attempts=attempts)
+    config = load_config([BASE_CONFIG])
+    prompts = solver_prompts(batch, fewshot=config.rollout.fewshot, attempts=config.solver.attempts)
     generators = [torch.Generator().manual_seed(row) for row in range(batch)]
     sample(model, tokenizer, prompts[:2], SamplingConfig(2), generators[:2])  # warm-up
     started = time.perf_counter()
-    samples = sample(model, tokenizer, prompts, SamplingConfig(STEPS, 0.8), generators)
+    samples = sample(model, tokenizer, prompts, SamplingConfig(new_tokens, 0.8), generators)
     return sum(len(ids) for ids in samples.token_ids) / (time.perf_counter() - started)
 
 
 def bench_roofline() -> dict:
     """Per dtype: the roofline at 32 and 64 rows, and the Setter's streams (32, 64) and the Solver's `sample()`
-    (64) as tokens/s and as fractions of the roofline at their batch."""
+    (64 rows, of STEPS tokens and of base.yaml's Solver budget) as tokens/s and as fractions of the roofline at
+    their batch."""
     import torch
 
+    from codeplay_lightning.config import load_config
     from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm, native_bf16
 
-    result = {"model": EMBEDDED_ALIAS, "native_bf16": native_bf16("cpu"), "steps": STEPS}
+    solver_budget = load_config([BASE_CONFIG]).solver.max_new_tokens
+    result = {
+        "model": EMBEDDED_ALIAS,
+        "native_bf16": native_bf16("cpu"),
+        "steps": STEPS,
+        "solver_budget": solver_budget,
+    }
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         model, tokenizer = load_causal_lm(EMBEDDED_ALIAS, dtype=dtype)
         limits = {batch: roofline(model.config, batch, dtype) for batch in (32, 64)}
-        measured = {
-            "setter_streams_32": (32, setter_streams_tokens_per_s(model, tokenizer, 32)),
-            "setter_streams_64": (64, setter_streams_tokens_per_s(model, tokenizer, 64)),
-            "solver_sample_64": (64, solver_sample_tokens_per_s(model, tokenizer, 64)),
+        workloads = {  # key: (rows, measurement, its arguments after model and tokenizer)
+            "setter_streams_32": (32, setter_streams_tokens_per_s, ()),
+            "setter_streams_64": (64, setter_streams_tokens_per_s, ()),
+            "solver_sample_64": (64, solver_sample_tokens_per_s, (STEPS,)),
+            "solver_sample_64_budget": (64, solver_sample_tokens_per_s, (solver_budget,)),
         }
-        result[name] = {
+        numbers = {
             "gflop_per_token": flops_per_token(model.config) / 1e9,
             **{f"roofline_{batch}_tokens_per_s": limit["tokens_per_s"] for batch, limit in limits.items()},
             **{f"matmul_{batch}_gflops": limit["gflops"] for batch, limit in limits.items()},
-            **{f"{key}_tokens_per_s": speed for key, (_, speed) in measured.items()},
-            **{f"{key}_of_roofline": speed / limits[batch]["tokens_per_s"] for key, (batch, speed) in measured.items()},
         }
+        for key, (batch, measure, arguments) in workloads.items():
+            # this machine's rate drifts by a third within minutes (a shared host): the roofline is taken
+            # just before and just after each measurement, and the measurement is a fraction of their mean
+            before = roofline(model.config, batch, dtype)["tokens_per_s"]
+            speed = measure(model, tokenizer, batch, *arguments)
+            limit = (before + roofline(model.config, batch, dtype)["tokens_per_s"]) / 2
+            numbers |= {f"{key}_tokens_per_s": speed, f"{key}_roofline": limit, f"{key}_of_roofline": speed / limit}
+        result[name] = numbers
     return result
