@@ -65,7 +65,8 @@ class ModelConfig:
     name: str = "smollm2-135m"  # hub id, local directory, or the embedded smollm2-135m
     lora_rank: int = 0  # 0: full fine-tune; > 0: LoRA adapters of this rank (the reference is the base model)
     lora_alpha: int = 16  # LoRA scaling: adapters' updates are multiplied by alpha / rank
-    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])  # adapted layers
+    # adapted layers; not the output layer (lm_head), which PPO scoring applies itself
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     value_hidden: int = 256  # width of the value head's hidden layer
     detach_value_trunk: bool = True  # the untrained value head sends no gradient into the LM
 

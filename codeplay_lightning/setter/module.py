@@ -15,7 +15,7 @@ from torch import nn
 
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.models.families import attention_paths
-from codeplay_lightning.models.scoring import score_actions
+from codeplay_lightning.models.scoring import score_actions, vocabulary_projection
 from codeplay_lightning.ppo import masked_mean, policy_loss, value_loss
 
 METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
@@ -52,6 +52,7 @@ class SetterPPOModule(L.LightningModule):
     ):
         super().__init__()
         attention_paths(policy)  # refuses a model type no test has checked
+        vocabulary_projection(policy)  # and an output layer scoring cannot apply itself, before any sampling
         self.rewarded = rewarded
         self._window_tokens = 0.0  # real action tokens of all ranks in the accumulation window under way
         self.identity = identity  # what a checkpoint must have been made with to be resumed here

@@ -9,6 +9,7 @@ show."""
 from __future__ import annotations
 
 import contextlib
+import copy
 
 import pytest
 import torch
@@ -195,5 +196,28 @@ def test_an_unchecked_model_type_is_refused_in_one_line(char_tokenizer):
         ),
     ):
         with pytest.raises(UnsupportedModel, match="model type 'opt'") as refusal:
+            refuse()
+        assert "\n" not in str(refusal.value)
+
+
+def test_lora_on_the_output_layer_is_refused_in_one_line(tiny_llama):
+    """Scoring projects the hidden states onto the vocabulary itself: an output layer that is not a plain Linear
+    (LoRA on lm_head) would be skipped silently, so it is refused, by the module before any sampling."""
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(copy.deepcopy(tiny_llama), LoraConfig(r=2, target_modules=["lm_head"]))
+    for refuse in (
+        lambda: score_actions(model, *inputs(tiny_llama.config.vocab_size), TEMPERATURE),
+        lambda: SetterPPOModule(
+            policy=model,
+            frozen=None,
+            ppo=PPOConfig(),
+            temperature=TEMPERATURE,
+            value_hidden=16,
+            detach_value_trunk=True,
+            identity={},
+        ),
+    ):
+        with pytest.raises(ValueError, match="plain nn.Linear output layer") as refusal:
             refuse()
         assert "\n" not in str(refusal.value)
