@@ -191,11 +191,20 @@ def grouped_sdpa_attention(
     scaling: float | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """SDPA with each key/value head read by its group of query heads (`enable_gqa`): Transformers' own copies
-    the keys and values once per query head whenever a mask is given, and autograd kept those copies (SmolLM2's
-    3 heads made 9: 290 MB of a base.yaml minibatch). query (B, H, q, D); key and value (B, H_kv, S, D)."""
+    """SDPA with each key/value head read by its group of query heads (`enable_gqa`) on the CPU: Transformers'
+    own copies the keys and values once per query head whenever a mask is given, and autograd kept those copies
+    (SmolLM2's 3 heads made 9: 290 MB of a base.yaml minibatch). Elsewhere the heads are copied, as Transformers
+    does: on CUDA a mask with `enable_gqa` sends SDPA to its math kernel. query (B, H, q, D); key and value
+    (B, H_kv, S, D)."""
+    return _packed_sdpa(query, key, value, attention_mask, dropout, scaling, share_heads=query.device.type == "cpu")
+
+
+def _packed_sdpa(query, key, value, attention_mask, dropout, scaling, *, share_heads: bool):
+    if not share_heads:  # query head h reads key/value head h // G
+        groups = query.shape[1] // key.shape[1]
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
     output = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=share_heads
     )
     return output.transpose(1, 2).contiguous(), None
 

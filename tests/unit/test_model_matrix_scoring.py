@@ -221,3 +221,20 @@ def test_lora_on_the_output_layer_is_refused_in_one_line(tiny_llama):
         with pytest.raises(ValueError, match="plain nn.Linear output layer") as refusal:
             refuse()
         assert "\n" not in str(refusal.value)
+
+
+def test_the_packs_attention_is_the_same_with_shared_and_with_copied_key_value_heads():
+    """The CPU reads each key/value head from its group of query heads; other devices copy the heads as Transformers
+    does. Both against a naive softmax per query head, with a mask that hides some slots."""
+    generator = torch.Generator().manual_seed(3)
+    query, key, value = (torch.randn(2, heads, 5, 8, generator=generator) for heads in (6, 2, 2))
+    mask = torch.rand(2, 1, 5, 5, generator=generator) > 0.3
+    mask[..., 0] = True  # every query sees a slot
+    expected = torch.empty(2, 5, 6, 8)
+    for b in range(2):
+        for h in range(6):
+            scores = (query[b, h] @ key[b, h // 3].T / 8**0.5).masked_fill(~mask[b, 0], float("-inf"))
+            expected[b, :, h] = scores.softmax(-1) @ value[b, h // 3]
+    for share_heads in (True, False):
+        output, _ = scoring._packed_sdpa(query, key, value, mask, 0.0, None, share_heads=share_heads)
+        torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
