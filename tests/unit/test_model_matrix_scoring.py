@@ -170,6 +170,18 @@ def test_the_packed_path_would_be_wrong_for_a_windowed_family(family, char_token
     assert (logprobs - expected).abs().max() > 0.1
 
 
+def setter_module(policy: nn.Module) -> SetterPPOModule:
+    return SetterPPOModule(
+        policy=policy,
+        frozen=None,
+        ppo=PPOConfig(),
+        temperature=TEMPERATURE,
+        value_hidden=16,
+        detach_value_trunk=True,
+        identity={},
+    )
+
+
 def test_an_unchecked_model_type_is_refused_in_one_line(char_tokenizer):
     model = OPTForCausalLM(
         OPTConfig(
@@ -185,15 +197,7 @@ def test_an_unchecked_model_type_is_refused_in_one_line(char_tokenizer):
     prompt_ids, action_ids, mask = inputs(len(char_tokenizer))
     for refuse in (
         lambda: score_actions(model, prompt_ids, action_ids, mask, TEMPERATURE),
-        lambda: SetterPPOModule(
-            policy=model,
-            frozen=None,
-            ppo=PPOConfig(),
-            temperature=TEMPERATURE,
-            value_hidden=16,
-            detach_value_trunk=True,
-            identity={},
-        ),
+        lambda: setter_module(model),
     ):
         with pytest.raises(UnsupportedModel, match="model type 'opt'") as refusal:
             refuse()
@@ -208,15 +212,7 @@ def test_lora_on_the_output_layer_is_refused_in_one_line(tiny_llama):
     model = get_peft_model(copy.deepcopy(tiny_llama), LoraConfig(r=2, target_modules=["lm_head"]))
     for refuse in (
         lambda: score_actions(model, *inputs(tiny_llama.config.vocab_size), TEMPERATURE),
-        lambda: SetterPPOModule(
-            policy=model,
-            frozen=None,
-            ppo=PPOConfig(),
-            temperature=TEMPERATURE,
-            value_hidden=16,
-            detach_value_trunk=True,
-            identity={},
-        ),
+        lambda: setter_module(model),
     ):
         with pytest.raises(ValueError, match="plain nn.Linear output layer") as refusal:
             refuse()
