@@ -112,7 +112,7 @@ def bare_update_seconds(action_tokens: int, puzzles: int, config_path: Path, pre
     return (time.perf_counter() - started) * config.ppo.ppo_epochs
 
 
-def iteration_flops(record: dict, config_path: Path, run_dir: Path, model_config, tokenizer) -> dict[str, float]:
+def iteration_flops(record: dict, config, run_dir: Path, model_config, tokenizer) -> dict[str, float]:
     """GFLOP the iteration's models need, by phase, counting each token once where the loop needs it: the
     Setter's prompt and every stream's every step; the Solver's few-shot block once, each valid puzzle's own
     prompt once and the completions; scoring (old log-probs and values) and each PPO epoch's forward + backward
@@ -120,12 +120,10 @@ def iteration_flops(record: dict, config_path: Path, run_dir: Path, model_config
     weights, which each minibatch's step changes). Linear layers only, 2 x weights per token forward (as in
     `roofline.py`): attention over the context is left out, so the ratio to it slightly flatters the loop."""
     from benchmarks.roofline import flops_per_token
-    from codeplay_lightning.config import load_config
     from codeplay_lightning.puzzles import fewshot_puzzles, solver_prompt
     from codeplay_lightning.puzzles.parsing import check_puzzle
     from codeplay_lightning.setter.rollout import setter_sampling_prompt
 
-    config = load_config([config_path])
     examples = fewshot_puzzles()[: config.rollout.fewshot]
     setter_prompt = len(tokenizer(setter_sampling_prompt(tokenizer, examples))["input_ids"])
     puzzles = [json.loads(line) for line in (run_dir / "puzzles.jsonl").read_text().splitlines()]
@@ -143,20 +141,18 @@ def iteration_flops(record: dict, config_path: Path, run_dir: Path, model_config
     return {phase: count * flops_per_token(model_config) / 1e9 for phase, count in tokens.items()}
 
 
-def iteration_over_flops(record: dict, config_path: Path, run_dir: Path) -> dict:
+def iteration_over_flops(record: dict, config, run_dir: Path) -> dict:
     """The iteration's model time against its FLOPs at this machine's matmul rate in the run's precision."""
     import torch
 
     from benchmarks.roofline import roofline
-    from codeplay_lightning.config import load_config
     from codeplay_lightning.models import load_causal_lm
     from codeplay_lightning.train import resolved_precision
 
-    config = load_config([config_path])
     precision = resolved_precision(config.trainer)
     dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
     model, tokenizer = load_causal_lm(config.model.name)
-    gflop = iteration_flops(record, config_path, run_dir, model.config, tokenizer)
+    gflop = iteration_flops(record, config, run_dir, model.config, tokenizer)
     rates = {rows: roofline(model.config, rows, dtype)["gflops"] for rows in (64, 512)}
     seconds_at_rate = {
         phase: amount / rates[64 if phase in ("setter_sampling", "solver") else 512] for phase, amount in gflop.items()
@@ -181,8 +177,9 @@ def bench_loop(config: str = "configs/balanced.yaml") -> dict:
     config_path = Path(config)
     if not config_path.is_file():
         raise ValueError(f"{config} not found: run the benchmarks from the repository root")
+    loaded = load_config([config_path])
     # every tree at the precision `auto` resolves to here: the baseline predates `auto`
-    precision = (f"trainer.precision={resolved_precision(load_config([config_path]).trainer)}",)
+    precision = (f"trainer.precision={resolved_precision(loaded.trainer)}",)
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         baseline_runs, previous_runs = scratch / "baseline", scratch / "previous_scale"
@@ -190,7 +187,7 @@ def bench_loop(config: str = "configs/balanced.yaml") -> dict:
         previous_scale = run_iteration(Path.cwd(), config_path, previous_runs, PREVIOUS_SCALE + precision)
         current = run_iteration(Path.cwd(), config_path, scratch / "current", precision)
         (current_run,) = (scratch / "current").glob("*/version_0")
-        against_flops = iteration_over_flops(current, config_path, current_run)
+        against_flops = iteration_over_flops(current, loaded, current_run)
     sampling = current["setter_sampling_seconds"] + current["solver_seconds"] - current["sandbox_seconds"]
     bare = bare_update_seconds(current["action_tokens"], current["puzzles"], config_path, against_flops["precision"])
     limit = bare + sampling

@@ -1,13 +1,13 @@
 """`keep_freed_memory()`: glibc's malloc keeps the memory PyTorch frees, to hand it out again; and the peak
 resident memory of a stretch of work (`reset_peak_rss`, `peak_rss_gib`).
 
-On CPU every PPO step allocates and frees tensors of hundreds of MB (the vocabulary-wide logits, their
-float32 copies and gradients). By default glibc serves each one above its mmap threshold (at most
-32 MB) with a fresh mmap and unmaps it on free, so the next step faults every page in and zeroes it
-again. Served from the heap and never trimmed, they reuse pages already mapped: one iteration's PPO
-update at `configs/base.yaml`'s scale took 83.0 s against 101.2 s (its ten forward + backward passes
-80.0 s against 98.6 s; the whole iteration 164 s against 178 s). The price is that the process keeps
-its peak memory until it exits.
+On CPU every PPO step allocates and frees tensors of hundreds of MB (activations and their gradients; when
+this was measured, also the vocabulary-wide logits, which scoring now projects in chunks). By default glibc
+serves each one above its mmap threshold (at most 32 MB) with a fresh mmap and unmaps it on free, so the next
+step faults every page in and zeroes it again. Served from the heap and never trimmed, they reuse pages
+already mapped: one iteration's PPO update at `configs/base.yaml`'s scale took 83.0 s against 101.2 s (its ten
+forward + backward passes 80.0 s against 98.6 s; the whole iteration 164 s against 178 s). The price is that
+the process keeps its peak memory until it exits.
 """
 
 from __future__ import annotations

@@ -65,10 +65,14 @@ def logprobs_and_entropy(
     float32 (or float64) even for bf16 logits. One log-softmax serves both: its backward is one fused
     kernel, where logsumexp's is several passes over the vocabulary.
     """
-    scaled_logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # (..., V)
-    log_probs = torch.log_softmax(scaled_logits, dim=-1)  # (..., V)
+    log_probs = _tempered_log_softmax(logits, temperature)  # (..., V)
     entropy = -(log_probs.exp() * log_probs).sum(-1)  # (...)
     return log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), entropy
+
+
+def _tempered_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log softmax(logits / temperature) in float32 at least, (..., V)."""
+    return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature, dim=-1)
 
 
 HEAD_CHUNK_ROWS = 256  # rows of logits at a time in `head_logprobs_and_entropy`: 48 MB of float32 at 49,152 tokens
@@ -133,10 +137,7 @@ class _ChunkedHead(torch.autograd.Function):
         with torch.autocast(hidden.device.type, enabled=False):
             for start in range(0, len(hidden), ctx.chunk_rows):
                 rows = slice(start, start + ctx.chunk_rows)
-                logits = _chunk_logits(hidden[rows], weight, bias, ctx.dtype)
-                log_probs = torch.log_softmax(
-                    logits.to(torch.promote_types(logits.dtype, torch.float32)) / ctx.temperature, -1
-                )
+                log_probs = _tempered_log_softmax(_chunk_logits(hidden[rows], weight, bias, ctx.dtype), ctx.temperature)
                 probs = log_probs.exp()  # (n, V)
                 grad_u = torch.zeros_like(probs)
                 if grad_entropy is not None:

@@ -71,7 +71,7 @@ def test_the_iteration_flops_count_each_token_once_where_the_loop_needs_it(tmp_p
         "".join(json.dumps({"puzzle": text, "valid": check_puzzle(text).valid}) + "\n" for text in texts)
     )
     record = {"action_tokens": 500, "solver_completion_tokens": 300}
-    gflop = iteration_flops(record, config_path, tmp_path, tiny_llama.config, char_tokenizer)
+    gflop = iteration_flops(record, config, tmp_path, tiny_llama.config, char_tokenizer)
 
     examples = fewshot_puzzles()[: config.rollout.fewshot]
     prompts = [solver_prompt(examples, check_puzzle(text).puzzle) for text in texts[:2]]
