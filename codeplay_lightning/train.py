@@ -30,9 +30,12 @@ from codeplay_lightning.puzzles import (
     load_p3,
     load_p3_split,
 )
+from codeplay_lightning.puzzles.files import puzzles_to_solve
 from codeplay_lightning.setter import ArchiveDataModule, RolloutCallback, SetterPPOModule
 from codeplay_lightning.setter.rollout import setter_sampling_prompt
+from codeplay_lightning.setter.selfplay import SelfPlay
 from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver, solver_sampling
+from codeplay_lightning.solver.learning import SolverLearner, selfplay_corpus, sharing_copy
 
 log = logging.getLogger("codeplay_lightning")
 
@@ -50,7 +53,7 @@ def train(
     if policy is None:
         policy, tokenizer = load_causal_lm(config.model.name)
     log.info("policy: %s (%.1fM parameters)", config.model.name, sum(p.numel() for p in policy.parameters()) / 1e6)
-    policy, frozen = _trainable(policy, config)
+    policy, frozen, initial = _trainable(policy, config)
     examples = fewshot_puzzles()[: config.rollout.fewshot]
     embedder = load_embedder(config.reward.embedder)
     reference, reference_name = _reference_puzzles(config)
@@ -79,6 +82,18 @@ def train(
         # with LoRA the Solver's model is the policy, which the rollout runs with its adapters off
         solver_llm, solver_model = _solver_llm(config, frozen if frozen is not None else policy, tokenizer, generator)
         solver = _solver(config, solver_llm, sandbox, examples, generator)
+        selfplay = None
+        if config.solver.learns:  # the reward's Solver is the learner; the one on the frozen weights the initial
+            selfplay = _selfplay(config, initial, tokenizer, examples, sandbox, solver, run_dir)
+            solver_llm = HFLLM(
+                selfplay.learner.model,
+                tokenizer,
+                solver_sampling(config.solver),
+                chat=False,
+                batch_size=config.solver.batch_size,
+                generator=generator,
+            )
+            solver = _solver(config, solver_llm, sandbox, examples, generator)
         module = SetterPPOModule(
             policy=policy,
             frozen=frozen,
@@ -108,6 +123,7 @@ def train(
             embedder=embedder,
             reference_distance=reference_distance,
             generator=generator,
+            selfplay=selfplay,
         )
         trainer = L.Trainer(
             max_epochs=config.trainer.iterations,
@@ -176,10 +192,14 @@ class StreamingCheckpointIO(TorchCheckpointIO):
 
 
 def _trainable(policy, config: TrainConfig):
-    """(policy to train, frozen copy or None). With LoRA the base weights are the frozen reference
-    and the Solver (adapters disabled); otherwise one frozen copy serves as both."""
+    """(policy to train, frozen copy or None, the initial weights for a learning Solver or None). With LoRA the
+    base weights are the frozen reference and the Solver (adapters disabled), and a learning Solver gets a
+    weight-sharing copy of the policy taken before the Setter's adapters go in; otherwise one frozen copy serves
+    as all three."""
     if config.model.lora_rank:
         from peft import LoraConfig, get_peft_model
+
+        initial = sharing_copy(policy) if config.solver.learns else None
 
         lora = LoraConfig(
             r=config.model.lora_rank,
@@ -188,11 +208,42 @@ def _trainable(policy, config: TrainConfig):
             target_modules=list(config.model.lora_targets),
             task_type="CAUSAL_LM",
         )
-        return get_peft_model(policy, lora), None
+        return get_peft_model(policy, lora), None, initial
     frozen = copy.deepcopy(policy).requires_grad_(False).eval()
     if config.trainer.precision.startswith("bf16"):
         frozen = frozen.to(torch.bfloat16)  # it only samples and scores: bf16 weights sample fastest
-    return policy, frozen
+    return policy, frozen, frozen
+
+
+def _selfplay(
+    config: TrainConfig,
+    initial: nn.Module,
+    tokenizer,
+    examples: Sequence[Puzzle],
+    sandbox: Sandbox,
+    initial_solver: Solver,
+    run_dir: Path,
+) -> SelfPlay:
+    """The learning Solver on `initial`'s weights, with our corpus (its training split for replay, its held-out
+    families for evaluation; drawn into the run's folder once, `selfplay_corpus`) and `solver.eval_file`."""
+    solver = config.solver
+    run_dir.mkdir(parents=True, exist_ok=True)
+    corpus, heldout = selfplay_corpus(run_dir / "corpus.json", solver.eval_heldout, config.sandbox.workers)
+    eval_file = puzzles_to_solve(solver.eval_file, limit=solver.eval_limit) if solver.eval_file else []
+    log.info(
+        "self-play: BC every %d iterations on %d corpus pairs for replay; evaluated on %d held-out-family puzzles "
+        "and %d of %s",
+        solver.learn_every,
+        len(corpus),
+        len(heldout),
+        len(eval_file),
+        solver.eval_file,
+    )
+    bf16 = config.trainer.precision.startswith("bf16")  # fp16 runs BC in fp32: it has no loss scaler
+    learner = SolverLearner(
+        initial, tokenizer, examples, solver, corpus, config.trainer.seed, torch.bfloat16 if bf16 else None
+    )
+    return SelfPlay(learner, initial_solver, heldout, eval_file, solver, sandbox, config.trainer.seed)
 
 
 def resolved_precision(trainer: TrainerConfig) -> str:

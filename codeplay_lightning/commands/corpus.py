@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeplay_lightning.corpus import FAMILIES, HELDOUT_FAMILIES
-    from codeplay_lightning.corpus.build import build_corpus
+    from codeplay_lightning.corpus.build import CORPUS_TIMEOUT, build_corpus
     from codeplay_lightning.execution import Sandbox
 
     if args.n < 1:
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with Sandbox(workers=args.workers, timeout=2.0) as sandbox:
+    with Sandbox(workers=args.workers, timeout=CORPUS_TIMEOUT) as sandbox:
         entries, lost = build_corpus(FAMILIES, HELDOUT_FAMILIES, args.n, args.seed, sandbox)
     out.write_text(json.dumps(entries, indent=1) + "\n")
     splits = Counter(entry["split"] for entry in entries)

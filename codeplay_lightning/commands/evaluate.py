@@ -103,27 +103,13 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate_solver(args: argparse.Namespace, solver: FewShotSolver, bar: Progress) -> tuple[dict, list[dict]]:
     """The Solver's attempts at each puzzle of `--puzzles` (after `--split` and `--limit`): the summary and a row
     per puzzle with every attempt's program and verdict."""
-    from codeplay_lightning.puzzles.files import read_puzzle_file, split_and_groups
+    from codeplay_lightning.puzzles.files import puzzles_to_solve, read_puzzle_file, split_and_groups
     from codeplay_lightning.solver.evaluation import evaluate_solver
 
-    entries = read_puzzle_file(args.puzzles)
-    for entry in entries:
+    for entry in read_puzzle_file(args.puzzles):
         if entry.problem:
             console.print(f"[yellow]skipped:[/yellow] {entry.problem}", highlight=False)
-    splits, groups = split_and_groups(args.puzzles)
-    if args.split is not None:
-        if not splits:
-            raise ValueError(f"--split: {args.puzzles} has no split field")
-        if args.split not in set(splits.values()):
-            raise ValueError(f"--split {args.split!r}: {args.puzzles} has the splits {sorted(set(splits.values()))}")
-    puzzles = list(
-        {
-            e.name: e.puzzle
-            for e in entries
-            if not e.problem and (args.split is None or splits.get(e.name) == args.split)
-        }.values()
-    )[: args.limit]
-    if not puzzles:
-        raise ValueError(f"{args.puzzles} holds no usable puzzle")
+    puzzles = puzzles_to_solve(args.puzzles, args.split, args.limit)
+    _, groups = split_and_groups(args.puzzles)
     task = bar.add_task("solving", total=len(puzzles) * args.attempts)
     return evaluate_solver(puzzles, solver, groups, on_batch_done=lambda done, total: bar.update(task, completed=done))

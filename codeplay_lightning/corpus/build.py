@@ -29,6 +29,7 @@ from codeplay_lightning.puzzles.puzzle import Puzzle
 
 SPLITS = ("train", "heldout_instances", "heldout_families")
 HELDOUT_INSTANCE_EVERY = 10
+CORPUS_TIMEOUT = 2.0  # seconds per program while verifying: twice the judge's, so a slow reference is kept
 DRAWS_PER_INSTANCE = 4  # a family's draw may repeat an earlier instance; it gets this many tries per slot
 
 # Applied to the reference answer, inside the sandbox, after the reference g has run.

@@ -62,3 +62,21 @@ def split_and_groups(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
     splits = {e["name"]: e["split"] for e in entries if isinstance(e.get("split"), str)}
     groups = {e["name"]: str(e.get("family") or e["name"].split(":")[0]) for e in entries}
     return splits, groups
+
+
+def puzzles_to_solve(path: str | Path, split: str | None = None, limit: int | None = None) -> list[Puzzle]:
+    """The distinct puzzles of a puzzle file (by name, in file order), only those of `split` when given (our corpus
+    files have one), at most `limit`; the entries that are not puzzles are left out (see `read_puzzle_file`)."""
+    entries = read_puzzle_file(path)
+    splits, _ = split_and_groups(path)
+    if split is not None:
+        if not splits:
+            raise ValueError(f"--split: {path} has no split field")
+        if split not in set(splits.values()):
+            raise ValueError(f"--split {split!r}: {path} has the splits {sorted(set(splits.values()))}")
+    puzzles = list(
+        {e.name: e.puzzle for e in entries if not e.problem and (split is None or splits.get(e.name) == split)}.values()
+    )[:limit]
+    if not puzzles:
+        raise ValueError(f"{path} holds no usable puzzle")
+    return puzzles

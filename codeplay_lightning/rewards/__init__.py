@@ -3,9 +3,19 @@
 from codeplay_lightning.rewards.functions import (
     NOVELTY_NEIGHBOURS,
     Combine,
+    DifficultyKind,
     difficulty_reward,
     novelty_reward,
+    pass_rate,
     total_reward,
 )
 
-__all__ = ["NOVELTY_NEIGHBOURS", "Combine", "difficulty_reward", "novelty_reward", "total_reward"]
+__all__ = [
+    "NOVELTY_NEIGHBOURS",
+    "Combine",
+    "DifficultyKind",
+    "difficulty_reward",
+    "novelty_reward",
+    "pass_rate",
+    "total_reward",
+]

@@ -1,8 +1,11 @@
 """The Setter's reward (Codeplay §2): R = w_d·R_d + w_n·R_n, or the product R_d·R_n.
 
 - Difficulty D(p) = N_a / (number of the Solver's N_a attempts that pass), ∞ when none passes.
-  R_d = −1 for an invalid or unsolved puzzle, else the cosine ramp ½(1 − cos(π·min(D − 1, 2)/2)):
-  0 for a trivial puzzle (D = 1), 1 from D = 3 on.
+  R_d (`reward.difficulty`), −1 for an invalid puzzle in all three:
+  - `codeplay` (the paper): −1 also when unsolved, else the cosine ramp ½(1 − cos(π·min(D − 1, 2)/2)):
+    0 for a trivial puzzle (D = 1), 1 from D = 3 on;
+  - `learnability` (Absolute Zero, eq. 4): 1 − s of the pass rate s = 1/D, 0 when s is 0 or 1;
+  - `uncertainty` (R-Zero): 1 − 2|s − ½|, 1 at s = ½ and 0 at s = 0 or 1.
 - Novelty R_n = mean cosine distance from p to its (up to) 5 nearest puzzles in the archive of
   previously generated puzzles, divided by the mean pairwise distance of a reference puzzle set
   (P3 train in the paper), so that R_n is about 1 for a puzzle as far from the archive as two
@@ -19,26 +22,56 @@ NOVELTY_NEIGHBOURS = 5  # paper: R_n averages the distances to the 5 nearest arc
 EMPTY_ARCHIVE_NOVELTY = 1.0  # R_n of a puzzle with nothing to compare to: see `novelty_reward`
 
 Combine = Literal["sum", "product"]
+DifficultyKind = Literal["codeplay", "learnability", "uncertainty"]
 
 
-def difficulty_reward(difficulty: float, valid: bool) -> float:
-    """R_d: −1 if the puzzle is invalid or unsolved (D = ∞), else ½(1 − cos(π·min(D − 1, 2)/2)).
+def difficulty_reward(difficulty: float, valid: bool, kind: DifficultyKind = "codeplay") -> float:
+    """R_d of a puzzle of difficulty D (N_a / passes, or a search's calls to its first solution; ∞ when unsolved).
+    An invalid puzzle gets −1 whatever `kind`; `difficulty` is then not read.
 
-    The ramp is 0 at D = 1 (solved on every attempt), ½ at D = 2 and 1 from D = 3 on, with zero
-    slope at both ends. `difficulty` is not read for an invalid puzzle.
+    - `codeplay`: −1 when unsolved (D = ∞), else ½(1 − cos(π·min(D − 1, 2)/2)): 0 at D = 1 (solved on every
+      attempt), ½ at D = 2 and 1 from D = 3 on, with zero slope at both ends.
+    - `learnability`: 1 − s at the pass rate s = 1/D (`pass_rate`), and 0 when s ∈ {0, 1}: Absolute Zero's eq. 4.
+      Its code gives −0.5, not 0, to a valid puzzle that is trivial or unsolved; we follow the equation, so an
+      unsolved puzzle costs nothing here (it may be impossible, or only too hard) while an invalid one costs 1.
+    - `uncertainty`: 1 − 2|s − ½|, R-Zero's, with s the share of attempts the sandbox passed (R-Zero has no
+      verifier and takes the majority answer's share).
 
     >>> [round(difficulty_reward(d, valid=True), 6) for d in (1.0, 1.5, 2.0, 3.0)]
     [0.0, 0.146447, 0.5, 1.0]
     >>> difficulty_reward(10.0, valid=True), difficulty_reward(math.inf, valid=True)
     (1.0, -1.0)
-    >>> difficulty_reward(math.inf, valid=False)
+    >>> [difficulty_reward(d, valid=True, kind="learnability") for d in (1.0, 4.0, math.inf)]
+    [0.0, 0.75, 0.0]
+    >>> [difficulty_reward(d, valid=True, kind="uncertainty") for d in (1.0, 2.0, 4.0, math.inf)]
+    [0.0, 1.0, 0.5, 0.0]
+    >>> difficulty_reward(math.inf, valid=False, kind="learnability")
     -1.0
     """
-    if not valid or difficulty == math.inf:
+    if not valid:
         return -1.0
+    rate = pass_rate(difficulty)
+    if kind == "codeplay":
+        return -1.0 if rate == 0 else 0.5 * (1 - math.cos(math.pi * min(difficulty - 1, 2) / 2))
+    if kind == "learnability":
+        return 0.0 if rate in (0.0, 1.0) else 1 - rate
+    if kind == "uncertainty":
+        return 1 - 2 * abs(rate - 0.5)
+    raise ValueError(f"reward.difficulty must be codeplay, learnability or uncertainty, got {kind!r}")
+
+
+def pass_rate(difficulty: float) -> float:
+    """s = 1/D: the share of the Solver's attempts that pass (few-shot: passes / N_a; a search: one solution per
+    D calls), 0 when unsolved (D = ∞).
+
+    >>> pass_rate(4.0), pass_rate(math.inf)
+    (0.25, 0.0)
+    """
+    if difficulty == math.inf:
+        return 0.0
     if not difficulty >= 1:  # also rejects NaN
         raise ValueError(f"difficulty is N_a / passes, so ≥ 1 or inf; got {difficulty}")
-    return 0.5 * (1 - math.cos(math.pi * min(difficulty - 1, 2) / 2))
+    return 1 / difficulty
 
 
 def novelty_reward(neighbour_distances: Sequence[float], reference_mean_distance: float) -> float:

@@ -119,7 +119,7 @@ def reward_puzzles(
     scored = []
     for text, (check, result), neighbours in zip(texts, judged, distances):
         d = result.difficulty if result is not None else math.inf
-        r_d = difficulty_reward(d, check.valid)
+        r_d = difficulty_reward(d, check.valid, reward.difficulty)
         r_n = novelty_reward(neighbours.tolist(), reference_distance)
         scored.append(
             ScoredPuzzle(

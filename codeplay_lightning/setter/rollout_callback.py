@@ -37,6 +37,7 @@ from codeplay_lightning.setter.rollout import (
     rank_share,
     reward_puzzles,
 )
+from codeplay_lightning.setter.selfplay import SelfPlay, initial_difficulties, mean_pass_rate
 from codeplay_lightning.solver import Solver
 
 SMOOTHING = 200  # puzzles, as the paper's curves
@@ -47,6 +48,7 @@ class RankRollout:
     """What one rank's rollout gives the iteration's logs, which rank 0 writes for all ranks."""
 
     scored: list[ScoredPuzzle]
+    initial: list[float | None]  # the initial Solver's D per puzzle (`initial_difficulties`)
     truncated: int  # puzzles still open when their stream ran out of steps
     metrics: dict[str, float]  # `build_buffer`'s
     seconds: float  # the rollout's wall time
@@ -66,7 +68,9 @@ class RolloutCallback(L.Callback):
     `sandbox` is the Solver's, whose busy time the iteration's record counts apart from the models'; `solver_usage`
     its LLM's counters, whose tokens the record counts.
     `solver_model` is a local Solver LM of its own, moved to the trainer's device (None when the Solver
-    samples from the module's frozen weights, which move with the module, or from a server)."""
+    samples from the module's frozen weights, which move with the module, or from a server).
+    `selfplay` (None: the Solver stays the initial one) holds the learning Solver, which `solver` samples
+    from, and the initial Solver; the callback re-judges, collects, learns and checkpoints through it."""
 
     def __init__(
         self,
@@ -81,6 +85,7 @@ class RolloutCallback(L.Callback):
         embedder,
         reference_distance: float,
         generator: torch.Generator,
+        selfplay: SelfPlay | None = None,
     ):
         self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
         self.solver, self.sandbox, self.solver_model = solver, sandbox, solver_model
@@ -88,6 +93,7 @@ class RolloutCallback(L.Callback):
         self.embedder, self.reference_distance = embedder, reference_distance
         self.prompt_ids = torch.tensor(tokenizer(setter_prompt)["input_ids"])
         self.generator = generator
+        self.selfplay = selfplay
         self.puzzles_generated = 0  # over all ranks
         self.recent = {name: deque(maxlen=SMOOTHING) for name in ("difficulty", "novelty", "total")}
 
@@ -96,6 +102,8 @@ class RolloutCallback(L.Callback):
         self.generator.manual_seed(self.config.trainer.seed * 1000 + trainer.global_rank)
         if self.solver_model is not None:
             self.solver_model.to(trainer.strategy.root_device)
+        if self.selfplay is not None:
+            self.selfplay.learner.model.to(trainer.strategy.root_device)
 
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         """On resuming after a crash, forget the logs of the iteration that did not finish: the
@@ -103,7 +111,8 @@ class RolloutCallback(L.Callback):
         if trainer.global_rank == 0:
             run_dir = Path(trainer.logger.log_dir)
             _keep_records(run_dir / "puzzles.jsonl", lambda record: record["index"] <= self.puzzles_generated)
-            _keep_records(run_dir / "iterations.jsonl", lambda record: record["iteration"] < trainer.current_epoch)
+            for name in ("iterations.jsonl", "solver.jsonl"):
+                _keep_records(run_dir / name, lambda record: record["iteration"] < trainer.current_epoch)
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
         reset_peak_rss()
@@ -126,9 +135,21 @@ class RolloutCallback(L.Callback):
             clock.lap("setter_sampling")
             texts = [episode.text for episode in episodes]
             # a Solver sampling from the frozen weights holds their model: with LoRA, the adapters go off
-            with module.frozen_weights() if self.config.solver.llm == "frozen" else contextlib.nullcontext():
+            on_frozen = self.config.solver.llm == "frozen" and self.selfplay is None
+            with module.frozen_weights() if on_frozen else contextlib.nullcontext():
                 judged = judge_puzzles(texts, self.solver)
             clock.lap("solver")  # the Solver's sampling and the sandbox
+            results = [result for _, result in judged]
+            initial = initial_difficulties(
+                results,
+                None if self.selfplay is None else self.selfplay.initial_solver,
+                self.config.solver.rejudge_share,
+                self.generator,
+                module.frozen_weights,
+            )
+            if self.selfplay is not None:
+                self.selfplay.collect([result for result in results if result is not None])
+            clock.lap("initial_solver")
             distances = novelty_distances(
                 texts,
                 trainer.datamodule.archive,
@@ -141,7 +162,7 @@ class RolloutCallback(L.Callback):
             buffer, metrics = build_buffer(module, self.prompt_ids, episodes, scored, self.config, first_epoch)
             clock.lap("old_logprobs_and_values")
         trainer.datamodule.set_buffer(buffer)
-        clock.laps["sandbox"] = self.sandbox.busy_seconds - sandbox_before
+        self.sandbox_before = sandbox_before
         self.clock = clock
         self.work = {  # this rank's
             "puzzles": len(episodes),
@@ -149,16 +170,29 @@ class RolloutCallback(L.Callback):
             "solver_prompt_tokens": self.solver_usage.prompt_tokens - solver_tokens_before[0],
             "solver_completion_tokens": self.solver_usage.completion_tokens - solver_tokens_before[1],
         }
-        self._log(trainer, RankRollout(scored, truncated, metrics, clock.total()))
+        self._log(trainer, RankRollout(scored, initial, truncated, metrics, clock.total()))
 
-    def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        """Where the iteration's time went, appended to iterations.jsonl (rank 0)."""
+    def on_train_epoch_end(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
+        """The Solver's BC phase when one is due (every rank), then where the iteration's time went, appended to
+        iterations.jsonl (rank 0)."""
         self.clock.lap("ppo_update")
+        if self.selfplay is not None and self.selfplay.due(trainer.current_epoch):
+            phase = self.selfplay.learn(
+                module.sum_over_ranks,
+                trainer.global_rank,
+                trainer.world_size,
+                lambda: sampling_context(trainer.precision_plugin),
+            )
+            self.clock.lap("solver_learning")  # the BC phase and the evaluations
+            if trainer.global_rank == 0:
+                self._log_phase(trainer, phase)
+        self.clock.laps["sandbox"] = self.sandbox.busy_seconds - self.sandbox_before
         if trainer.global_rank != 0:
             return
         laps = self.clock.laps
         model = laps["setter_sampling"] + laps["old_logprobs_and_values"] + laps["ppo_update"]
-        model += laps["solver"] - laps["sandbox"]  # the Solver's sampling
+        model += laps["solver"] + laps["initial_solver"] + laps.get("solver_learning", 0)
+        model -= laps["sandbox"]  # the Solvers' sampling, without their programs' runs
         record = {
             "iteration": trainer.current_epoch,
             "seconds": self.clock.total(),
@@ -189,8 +223,9 @@ class RolloutCallback(L.Callback):
         iteration = trainer.current_epoch
         run_dir = Path(trainer.logger.log_dir)
         all_scored = [puzzle for rollout in everyone for puzzle in rollout.scored]
+        all_initial = [difficulty for rollout in everyone for difficulty in rollout.initial]
         with (run_dir / "puzzles.jsonl").open("a") as handle:
-            for puzzle in all_scored:
+            for puzzle, initial in zip(all_scored, all_initial, strict=True):
                 self.puzzles_generated += 1
                 for name, value in (
                     ("difficulty", puzzle.r_difficulty),
@@ -211,6 +246,8 @@ class RolloutCallback(L.Callback):
                             "valid": puzzle.valid,
                             "reason": puzzle.reason,
                             "D": None if np.isinf(puzzle.difficulty) else puzzle.difficulty,
+                            "initial_attempted": initial is not None,  # D_initial is None when unsolved
+                            "D_initial": None if initial is None or np.isinf(initial) else initial,
                             "R_d": puzzle.r_difficulty,
                             "R_n": puzzle.r_novelty,
                             "R": puzzle.reward,
@@ -219,6 +256,7 @@ class RolloutCallback(L.Callback):
                     + "\n"
                 )
         count = max(len(all_scored), 1)
+        both = [(p.difficulty, initial) for p, initial in zip(all_scored, all_initial) if initial is not None]
         trainer.logger.log_metrics(
             {
                 "rollout/puzzles": len(all_scored),
@@ -227,6 +265,9 @@ class RolloutCallback(L.Callback):
                 "rollout/truncated": sum(rollout.truncated for rollout in everyone),
                 "rollout/puzzles_per_s": len(all_scored) / max(max(rollout.seconds for rollout in everyone), 1e-9),
                 "rollout/archive_size": len(trainer.datamodule.archive),
+                # 1/D of the same puzzles for the Solver rewarding them and the initial one (docs/selfplay.md)
+                "solver/pass_rate_current": mean_pass_rate([current for current, _ in both]),
+                "solver/pass_rate_initial": mean_pass_rate([initial for _, initial in both]),
                 **{name: float(np.mean([rollout.metrics[name] for rollout in everyone])) for name in own.metrics},
             },
             step=trainer.global_step,
@@ -237,6 +278,16 @@ class RolloutCallback(L.Callback):
         )
         writer.add_text("puzzles/recent", recent, trainer.global_step)
 
+    def _log_phase(self, trainer: L.Trainer, phase: dict) -> None:
+        """A BC phase's record, appended to solver.jsonl; its loss and pass rates in TensorBoard, the initial
+        Solver's (measured before the first phase) at step 0 of the same curves."""
+        with (Path(trainer.logger.log_dir) / "solver.jsonl").open("a") as handle:
+            handle.write(json.dumps({"iteration": trainer.current_epoch, **phase}) + "\n")
+        if "initial" in phase:
+            trainer.logger.log_metrics(_pass_metrics(phase["initial"]), step=0)
+        bc = {f"solver/bc_{key}": value for key, value in phase["bc"].items()}
+        trainer.logger.log_metrics(bc | _pass_metrics(phase["learned"]), step=trainer.global_step)
+
     def state_dict(self) -> dict:
         # every rank's generator in rank order (Lightning calls this on every rank, saves rank 0's dict):
         # each rank resumes its own stream, not rank 0's (the ranks would then sample the same puzzles)
@@ -244,6 +295,7 @@ class RolloutCallback(L.Callback):
             "generators": from_every_rank(self.generator.get_state()),
             "puzzles_generated": self.puzzles_generated,
             "recent": {name: list(values) for name, values in self.recent.items()},
+            **({"selfplay": self.selfplay.state_dict()} if self.selfplay is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -252,6 +304,20 @@ class RolloutCallback(L.Callback):
         self.puzzles_generated = state["puzzles_generated"]
         for name, values in state["recent"].items():
             self.recent[name].extend(values)
+        if (self.selfplay is None) != ("selfplay" not in state):
+            raise ValueError("the checkpoint's Solver learned and this run's does not, or the other way round")
+        if self.selfplay is not None:
+            self.selfplay.load_state_dict(state["selfplay"])
+
+
+def _pass_metrics(summaries: dict[str, dict]) -> dict[str, float]:
+    """`solver/<set>_pass@k` of each evaluation set's summary."""
+    return {
+        f"solver/{name}_{key}": value
+        for name, summary in summaries.items()
+        for key, value in summary.items()
+        if key.startswith("pass@")
+    }
 
 
 def _keep_records(path: Path, keep) -> None:
@@ -280,6 +346,13 @@ class _Clock:
 
     def total(self) -> float:
         return self.last - self.started
+
+
+@contextlib.contextmanager
+def sampling_context(plugin):
+    """No gradients, at the rollout's precision: how the Solvers sample."""
+    with torch.no_grad(), rollout_precision(plugin):
+        yield
 
 
 def rollout_precision(plugin):

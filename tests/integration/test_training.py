@@ -6,9 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
 from support import (
@@ -19,60 +17,17 @@ from support import (
     ScriptedLLM,
     answer_by_puzzle,
     scalar_values,
-    stream_llama,
 )
+from training_runs import CoinLLM, KilledAt, finished_iterations, load_checkpoint, read_puzzles, run, tiny_config
 
 from codeplay_lightning.config import ConfigError, load_config
-from codeplay_lightning.experiments.sweep import completed_iterations
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
-from codeplay_lightning.setter import SetterPPOModule, rollout_callback
+from codeplay_lightning.setter import SetterPPOModule
 from codeplay_lightning.setter.rollout import Episode
 from codeplay_lightning.train import train
 
-
-def tiny_config(run_root: Path, *overrides: str):
-    return load_config(
-        [CONFIGS / "smoke.yaml"],
-        [
-            f"trainer.run_root={run_root}",
-            "trainer.precision=32-true",
-            "model.name=tiny-stream",
-            "rollout.n_envs=3",
-            "rollout.n_steps=48",
-            "solver.max_new_tokens=24",
-            "ppo.lr=1e-3",
-            "ppo.n_minibatches=2",
-            "ppo.ppo_epochs=2",
-            *overrides,
-        ],
-    )
-
-
-@pytest.fixture(scope="module")
-def stream_model(char_tokenizer):
-    return stream_llama(char_tokenizer)
-
-
-def run(tmp_path, stream_model, tokenizer, *overrides, resume=None) -> Path:
-    return train(
-        tiny_config(tmp_path, *overrides), resume=resume, policy=copy.deepcopy(stream_model), tokenizer=tokenizer
-    )
-
-
-def read_puzzles(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "puzzles.jsonl").read_text().splitlines()]
-
-
 LOGGED_TAGS = set(re.findall(r"`((?:reward|rollout|ppo)/\w+)`", (CONFIGS.parent / "docs" / "training.md").read_text()))
-
-
-def load_checkpoint(run_dir: Path) -> dict:
-    return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-
-
-def finished_iterations(run_dir: Path) -> int:
-    return completed_iterations(run_dir / "checkpoints" / "last.ckpt")
 
 
 def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, char_tokenizer):
@@ -96,7 +51,14 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
     for record in iterations:
         laps = [
             record[f"{name}_seconds"]
-            for name in ("setter_sampling", "solver", "novelty", "old_logprobs_and_values", "ppo_update")
+            for name in (
+                "setter_sampling",
+                "solver",
+                "initial_solver",
+                "novelty",
+                "old_logprobs_and_values",
+                "ppo_update",
+            )
         ]
         assert record["seconds"] == pytest.approx(sum(laps))
         assert 0 <= record["sandbox_seconds"] <= record["solver_seconds"]
@@ -169,17 +131,6 @@ def test_resume_continues_exactly(tmp_path, stream_model, char_tokenizer):
         torch.testing.assert_close(adam_b[key]["exp_avg_sq"], adam_a[key]["exp_avg_sq"])
 
 
-class KilledAt(L.Callback):
-    """Kills the run as its `iteration` begins, as a crash would."""
-
-    def __init__(self, iteration: int):
-        self.iteration = iteration
-
-    def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        if trainer.current_epoch == self.iteration:
-            raise RuntimeError("killed")
-
-
 def test_a_crash_keeps_every_finished_iteration(tmp_path, stream_model, char_tokenizer):
     straight = run(tmp_path / "straight", stream_model, char_tokenizer, "trainer.iterations=4")
     config = tiny_config(tmp_path / "crashed", "trainer.iterations=4")
@@ -229,7 +180,7 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
     from codeplay_lightning.models import SamplingConfig, sample
     from codeplay_lightning.puzzles import fewshot_puzzles, setter_prompt
     from codeplay_lightning.setter import SetterPPOModule
-    from codeplay_lightning.setter.rollout import Episode, pad_actions
+    from codeplay_lightning.setter.rollout import pad_actions
 
     model = copy.deepcopy(stream_model)
     prompt = setter_prompt(fewshot_puzzles()[:2])
@@ -284,20 +235,6 @@ def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path,
 # ---------------------------------------------------------------- the search Solver strategies
 
 
-@pytest.fixture
-def valid_puzzles(monkeypatch, char_tokenizer):
-    """The Setter's streams write these three puzzles every iteration (random characters never parse)."""
-
-    def three_puzzles(*args):
-        episodes = []
-        for text in (SEVEN.f, NEGATIVE_ROOT.f, GOOD_MORNING.f):
-            ids = torch.tensor(char_tokenizer(text + "\n\n")["input_ids"])
-            episodes.append(Episode(text, ids, torch.zeros(len(ids))))  # log-probs: no sampler wrote these
-        return episodes, 0
-
-    monkeypatch.setattr(rollout_callback, "generate_episodes", three_puzzles)
-
-
 class PuzzleAnsweringLLM(ScriptedLLM):
     """Stands in for the Solver's HFLLM (same arguments) and answers with `answer_by_puzzle`."""
 
@@ -341,18 +278,6 @@ def test_worldcoder_solver_on_a_model_of_its_own(tmp_path, stream_model, char_to
         assert puzzle["D"] is None or puzzle["D"] in range(1, attempts + 1)
         assert (puzzle["R_d"] == -1) == (puzzle["D"] is None)
     assert finished_iterations(run_dir) == 2
-
-
-class CoinLLM(ScriptedLLM):
-    """Stands in for the Solver's HFLLM: answers 7 or -12 at random, drawn from the generator it is
-    given, so the puzzles' D values follow that generator's stream."""
-
-    def __init__(self, model, tokenizer, sampling: SamplingConfig, *, chat: bool, batch_size: int, generator):
-        super().__init__(self.toss)
-        self.generator = generator
-
-    def toss(self, prompt: str) -> str:
-        return "\n    return 7" if torch.randint(0, 2, (1,), generator=self.generator).item() else "\n    return -12"
 
 
 @pytest.mark.parametrize("strategy", ["few-shot", "worldcoder"])

@@ -79,3 +79,43 @@ def test_total_reward_rejects_bad_settings():
         total_reward(0.5, 0.8, w_d=0.5, w_n=1.5, combine="product")
     with pytest.raises(ValueError, match="'sum' or 'product'"):
         total_reward(0.5, 0.8, w_d=1, w_n=1, combine="mean")
+
+
+def _naive_difficulty_rewards(attempts: int, passes: int) -> dict[str, float]:
+    """Each kind from its paper's definition over (N_a, passes), with no use of D."""
+    share = passes / attempts
+    return {
+        "codeplay": -1.0 if passes == 0 else 0.5 * (1 - math.cos(math.pi * min(attempts / passes - 1, 2) / 2)),
+        "learnability": 0.0 if passes in (0, attempts) else 1 - share,  # Absolute Zero, eq. 4
+        "uncertainty": 1 - 2 * abs(share - 0.5),  # R-Zero
+    }
+
+
+@pytest.mark.parametrize("attempts", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("kind", ["codeplay", "learnability", "uncertainty"])
+def test_every_difficulty_kind_against_its_definition(attempts, kind):
+    for passes in range(attempts + 1):
+        difficulty = attempts / passes if passes else math.inf
+        expected = _naive_difficulty_rewards(attempts, passes)[kind]
+        assert difficulty_reward(difficulty, valid=True, kind=kind) == pytest.approx(expected, abs=1e-12)
+        assert difficulty_reward(difficulty, valid=False, kind=kind) == -1.0  # invalid: always the worst
+
+
+def test_learnability_and_uncertainty_by_hand():
+    rows = [(4, passes) for passes in range(5)]
+    learnability = [difficulty_reward(a / p if p else math.inf, True, "learnability") for a, p in rows]
+    uncertainty = [difficulty_reward(a / p if p else math.inf, True, "uncertainty") for a, p in rows]
+    assert learnability == pytest.approx([0, 0.75, 0.5, 0.25, 0])
+    assert uncertainty == pytest.approx([0, 0.5, 1, 0.5, 0])
+
+
+def test_a_search_difficulty_is_a_rate_of_one_solution_per_d_calls():
+    # a search solved at its 2nd call: s = 1/2, as two samples per solution
+    assert difficulty_reward(2.0, True, "uncertainty") == 1.0
+    assert difficulty_reward(2.0, True, "learnability") == 0.5
+    assert difficulty_reward(1.0, True, "learnability") == 0.0  # solved by the first call: trivial
+
+
+def test_unknown_difficulty_kind_is_refused():
+    with pytest.raises(ValueError, match="reward.difficulty must be"):
+        difficulty_reward(2.0, True, "hardness")

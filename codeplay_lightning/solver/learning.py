@@ -1,0 +1,297 @@
+"""The learning Solver of self-play (docs/selfplay.md): behavioural cloning on the judge's passes, with replay.
+
+Codeplay's next step (§2, "Solver"): the Solver learns by behavioural cloning (BC) from positive puzzle-solution
+pairs, since PPO on it was unstable and cannot replay old puzzles against forgetting.
+
+- `verified_pairs`: a Solver's attempts the sandbox passed, the only way a generated pair enters the BC data;
+- `ReplayBuffer`: the distinct pairs accepted so far, at most `solutions_per_puzzle` a puzzle, and what a phase
+  trains on: the pairs new since the last phase, `replay_ratio` times as many older ones, and `corpus_ratio`
+  times as many puzzles of our corpus's training split (the warm start's data);
+- `bc_sequences` and `bc_loss`: each pair in the exact text the Solver samples (its few-shot prompt for the
+  puzzle, then the solution's body and the `assert f(g())` that closes it in the few-shot block), the negative
+  log-likelihood of the tokens after the prompt;
+- `SolverLearner`: LoRA adapters on a copy of the initial weights that shares them (no second copy of the
+  model), trained by AdamW phase after phase; under DDP each rank takes a share of every batch and the
+  gradients are summed over the ranks, so every rank's adapters stay the same.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from codeplay_lightning.config import SolverConfig
+from codeplay_lightning.models.scoring import score_actions
+from codeplay_lightning.puzzles import Puzzle, solver_prompt
+from codeplay_lightning.solver.few_shot import G_HEADER, PuzzleResult
+
+BC_MAX_GRAD_NORM = 1.0  # as the warm start's fine-tuning
+CLOSING = "\n\nassert f(g())"  # what follows a solution in the few-shot block: the Solver learns to stop there
+
+SumOverRanks = Callable[[torch.Tensor], torch.Tensor]
+
+
+def verified_pairs(results: Sequence[PuzzleResult]) -> list[Puzzle]:
+    """Each attempt the sandbox passed, as its puzzle with that program as the one solution, in puzzle and
+    attempt order. The program is the judged text itself, so nothing but a verdict of `pass` lets a pair in."""
+    return [
+        replace(result.puzzle, solutions=(program.g,))
+        for result in results
+        for program, verdict in zip(result.programs, result.verdicts, strict=True)
+        if verdict.passed
+    ]
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+class ReplayBuffer:
+    """Every distinct (f, g) pair accepted so far, in arrival order; the last `new` are not trained on yet. `rng`
+    draws each phase's replay and corpus shares and its order; it is checkpointed with the pairs."""
+
+    def __init__(self, solutions_per_puzzle: int, seed: int):
+        self.solutions_per_puzzle = solutions_per_puzzle
+        self.pairs: list[Puzzle] = []
+        self.new = 0
+        self.rng = random.Random(seed)
+        self._seen: set[tuple[str, str]] = set()
+        self._per_puzzle: Counter[str] = Counter()
+
+    def add(self, pairs: Sequence[Puzzle]) -> int:
+        """Accepts the pairs not seen before, while their puzzle has fewer than `solutions_per_puzzle`
+        solutions (puzzles and solutions compared with whitespace collapsed); returns how many."""
+        accepted = 0
+        for pair in pairs:
+            f, g = _normalised(pair.f), _normalised(pair.solutions[0])
+            if (f, g) in self._seen or self._per_puzzle[f] >= self.solutions_per_puzzle:
+                continue
+            self._seen.add((f, g))
+            self._per_puzzle[f] += 1
+            self.pairs.append(pair)
+            accepted += 1
+        self.new += accepted
+        return accepted
+
+    def phase(self, corpus: Sequence[Puzzle], replay_ratio: float, corpus_ratio: float) -> PhaseData:
+        """A phase's pairs, which are then no longer new: all new ones, older ones and corpus puzzles drawn
+        without replacement (`ratio` × the new count each, rounded; all of them if fewer), in a shuffled order."""
+        older, fresh = self.pairs[: len(self.pairs) - self.new], self.pairs[len(self.pairs) - self.new :]
+        replayed = self.rng.sample(older, min(len(older), round(replay_ratio * len(fresh))))
+        from_corpus = self.rng.sample(list(corpus), min(len(corpus), round(corpus_ratio * len(fresh))))
+        order = [*fresh, *replayed, *from_corpus]
+        self.rng.shuffle(order)
+        self.new = 0
+        return PhaseData(order, len(fresh), len(replayed), len(from_corpus))
+
+    def state_dict(self) -> dict:
+        return {
+            "pairs": [(pair.name, pair.f, pair.solutions[0], pair.ans_type) for pair in self.pairs],
+            "new": self.new,
+            "rng": self.rng.getstate(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pairs, self._seen, self._per_puzzle = [], set(), Counter()
+        self.add([Puzzle(name, f, (g,), ans_type) for name, f, g, ans_type in state["pairs"]])
+        self.new = state["new"]
+        self.rng.setstate(_as_rng_state(state["rng"]))
+
+
+def _as_rng_state(state) -> tuple:
+    """`random.Random.getstate()` as it went in: a checkpoint may give its tuples back as lists."""
+    version, internal, gauss = state
+    return version, tuple(internal), gauss
+
+
+@dataclass(frozen=True)
+class PhaseData:
+    pairs: list[Puzzle]  # in training order
+    new: int
+    replayed: int
+    from_corpus: int
+
+
+def bc_sequences(tokenizer, examples: Sequence[Puzzle], pairs: Sequence[Puzzle]) -> list[tuple[list[int], int]]:
+    """(token ids, prompt length) per pair: the Solver prompt for the pair's puzzle, tokenized as sampling
+    tokenizes it, then the solution after `def g():` and the `assert f(g())` that follows it in the few-shot
+    block, tokenized apart as sampled tokens continue a prompt."""
+    sequences = []
+    for pair in pairs:
+        g = pair.solutions[0].rstrip()
+        if not g.startswith(G_HEADER):
+            raise ValueError(f"{pair.name}: a BC solution must start with {G_HEADER!r}, as the Solver's do")
+        prompt_ids = tokenizer(solver_prompt(examples, pair))["input_ids"]
+        continuation = tokenizer(g.removeprefix(G_HEADER) + CLOSING, add_special_tokens=False)["input_ids"]
+        sequences.append((prompt_ids + continuation, len(prompt_ids)))
+    return sequences
+
+
+def bc_loss(model: nn.Module, sequences: Sequence[tuple[list[int], int]], device) -> tuple[torch.Tensor, int]:
+    """(sum of -log p over the tokens after each prompt, their count) of `sequences`, in one scoring pass: the
+    token prefix all of them share (the few-shot block) runs once, each sequence's rest behind it
+    (`score_actions`, exact against a full forward per sequence)."""
+    shared = _common_prefix_length([ids for ids, _ in sequences])
+    shared = min(shared, *(prompt_length for _, prompt_length in sequences))  # the targets are all actions
+    prefix = torch.tensor(sequences[0][0][:shared], device=device)
+    rests = [ids[shared:] for ids, _ in sequences]
+    width = max(map(len, rests))
+    action_ids = torch.zeros(len(rests), width, dtype=torch.long, device=device)
+    mask = torch.zeros(len(rests), width, device=device)
+    target = torch.zeros(len(rests), width, device=device)
+    for row, (rest, (_, prompt_length)) in enumerate(zip(rests, sequences)):
+        action_ids[row, : len(rest)] = torch.tensor(rest)
+        mask[row, : len(rest)] = 1
+        target[row, prompt_length - shared : len(rest)] = 1
+    logprobs, _, _ = score_actions(model, prefix, action_ids, mask, temperature=1.0)
+    return -(logprobs * target).sum(), int(target.sum())
+
+
+def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
+    first = sequences[0]
+    length = min(map(len, sequences))
+    for other in sequences[1:]:
+        length = next((i for i in range(length) if other[i] != first[i]), length)
+    return length
+
+
+def sharing_copy(model: nn.Module) -> nn.Module:
+    """A copy of `model`'s modules whose parameters are `model`'s own tensors: adapters injected into the copy
+    leave `model` as it is, and the copy costs no weights. Moves of `model` move them for both (they are moved
+    in place)."""
+    return copy.deepcopy(model, memo={id(parameter): parameter for parameter in model.parameters()})
+
+
+class SolverLearner:
+    """The learning Solver: LoRA adapters (rank `config.lora_rank`, every linear layer but the output) on a
+    weight-sharing copy of `initial`, the model holding the initial weights, which the initial Solver and the
+    Setter's reference keep using unchanged. The adapters start at zero update, seeded by `seed` without
+    touching the global RNG. `autocast` is the dtype BC computes in (None: the weights' own)."""
+
+    def __init__(
+        self,
+        initial: nn.Module,
+        tokenizer,
+        examples: Sequence[Puzzle],
+        config: SolverConfig,
+        corpus: Sequence[Puzzle],
+        seed: int,
+        autocast: torch.dtype | None,
+    ):
+        from peft import LoraConfig, get_peft_model
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            lora = LoraConfig(
+                r=config.lora_rank,
+                lora_alpha=2 * config.lora_rank,
+                lora_dropout=0.0,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            )
+            self.model = get_peft_model(sharing_copy(initial), lora).eval()
+        self.tokenizer, self.examples, self.config = tokenizer, tuple(examples), config
+        self.corpus, self.autocast = tuple(corpus), autocast
+        self.optimizer = torch.optim.AdamW(self.adapters(), lr=config.bc_lr)
+        self.replay = ReplayBuffer(config.solutions_per_puzzle, seed)
+        self.phases = 0
+
+    def adapters(self) -> list[nn.Parameter]:
+        return [parameter for parameter in self.model.parameters() if parameter.requires_grad]
+
+    def learn(self, sum_over_ranks: SumOverRanks, rank: int, world_size: int) -> dict[str, float]:
+        """One BC phase on `replay.phase(...)`: `bc_epochs` passes in batches of `bc_batch_size` sequences, each
+        rank scoring every `world_size`-th sequence of a batch from its `rank`-th. The step's loss is the mean
+        over all ranks' target tokens; every rank sums the gradients of all and steps alike. Returns the
+        phase's counts and its first and last batch's loss (each rank alike; no step without new pairs)."""
+        data = self.replay.phase(self.corpus, self.config.replay_ratio, self.config.corpus_ratio)
+        record = {"new_pairs": data.new, "replayed": data.replayed, "from_corpus": data.from_corpus, "steps": 0}
+        self.phases += 1
+        if not data.new:
+            return record
+        sequences = bc_sequences(self.tokenizer, self.examples, data.pairs)
+        device = self.adapters()[0].device
+        losses = []
+        for _ in range(self.config.bc_epochs):
+            for start in range(0, len(sequences), self.config.bc_batch_size):
+                batch = sequences[start : start + self.config.bc_batch_size]
+                losses.append(self._step(batch[rank::world_size], sum_over_ranks, device))
+        return record | {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1]}
+
+    def _step(self, mine: Sequence[tuple[list[int], int]], sum_over_ranks: SumOverRanks, device) -> float:
+        adapters = self.adapters()
+        loss, tokens = torch.zeros((), device=device), 0
+        if mine:
+            with torch.autocast(device.type, self.autocast, enabled=self.autocast is not None):
+                loss, tokens = bc_loss(self.model, mine, device)
+        total = sum_over_ranks(torch.tensor(float(tokens), device=device))
+        if mine:
+            (loss / total).backward()
+        gradients = torch.cat([_gradient(parameter).flatten() for parameter in adapters])
+        gradients = sum_over_ranks(gradients)
+        offset = 0
+        for parameter in adapters:
+            parameter.grad = gradients[offset : offset + parameter.numel()].view_as(parameter).clone()
+            offset += parameter.numel()
+        torch.nn.utils.clip_grad_norm_(adapters, BC_MAX_GRAD_NORM)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(sum_over_ranks(loss.detach().float()) / total)
+
+    def state_dict(self) -> dict:
+        return {
+            "adapters": [parameter.detach().cpu().clone() for parameter in self.adapters()],
+            "optimizer": self.optimizer.state_dict(),
+            "replay": self.replay.state_dict(),
+            "phases": self.phases,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        adapters = self.adapters()
+        if len(state["adapters"]) != len(adapters):
+            raise ValueError(f"the checkpoint holds {len(state['adapters'])} Solver adapters, this run {len(adapters)}")
+        with torch.no_grad():
+            for parameter, saved in zip(adapters, state["adapters"]):
+                parameter.copy_(saved)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.replay.load_state_dict(state["replay"])
+        self.phases = state["phases"]
+
+
+def _gradient(parameter: nn.Parameter) -> torch.Tensor:
+    return parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
+
+
+def selfplay_corpus(path: Path, heldout: int, workers: int) -> tuple[list[Puzzle], list[Puzzle]]:
+    """Our corpus's training-split pairs (every reference solution of each instance, as the warm start trained on
+    them) and its first `heldout` held-out-family puzzles, read from the corpus JSON at `path`; when it does not
+    exist, drawn first as `codeplay corpus --seed 0` draws (the warm start's instances, in the same order),
+    verified in a sandbox of `workers`, and written there."""
+    from codeplay_lightning.corpus import FAMILIES, HELDOUT_FAMILIES
+    from codeplay_lightning.corpus.build import CORPUS_TIMEOUT, build_corpus
+    from codeplay_lightning.execution import Sandbox
+    from codeplay_lightning.puzzles import load_p3
+    from codeplay_lightning.puzzles.files import split_and_groups
+
+    if not path.is_file():
+        size = max(400, 8 * heldout)  # 11 of the 73 families are held out: 800 drawn gave 121
+        with Sandbox(workers=workers, timeout=CORPUS_TIMEOUT) as sandbox:
+            entries, _ = build_corpus(FAMILIES, HELDOUT_FAMILIES, size, 0, sandbox)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(entries, indent=1) + "\n")
+        partial.replace(path)
+    splits, _ = split_and_groups(path)
+    puzzles = load_p3(path)
+    train = [replace(p, solutions=(g,)) for p in puzzles if splits[p.name] == "train" for g in p.solutions]
+    families = [p for p in puzzles if splits[p.name] == "heldout_families"][:heldout]
+    if len(families) < heldout:
+        raise ValueError(f"{path} holds {len(families)} held-out-family puzzles, fewer than solver.eval_heldout")
+    return train, families
