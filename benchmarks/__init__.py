@@ -14,6 +14,8 @@
   Setter and Solver sampling: goal ≤ 1.5×. Peak RSS: goal ≤ the baseline's. The share of time
   outside the models (sandbox, novelty, glue): goal ≤ 10%. Against the machine: the iteration against
   the FLOPs its models need at this machine's matmul rate, phase by phase: goal ≤ 2×.
+- Self-play (`selfplay.py`): the initial Solver's re-judge and a BC phase of `configs/selfplay.yaml` against the
+  rest of its iterations. Goal: ≤ 30%.
 - The Setter's sampler (streams restarting in place) against Hugging Face `generate` at the same
   batch: tokens/s, goal ≥ 1×.
 - Sampling against the machine's limit (`roofline.py`): the matmul rate at the model's decode shapes gives
@@ -118,6 +120,23 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                 " GFLOP/s at 64 and 512 rows; goal <= 2x",
             )
         )
+        print("self-play: the initial Solver's re-judge and a BC phase against the rest (configs/selfplay.yaml) ...")
+        from benchmarks.selfplay import bench_selfplay
+
+        results["selfplay"] = selfplay = bench_selfplay()
+        rows += [
+            (
+                f"self-play, {selfplay['iterations']} iterations: rest of the loop s",
+                f"{selfplay['rest_seconds']:.0f}",
+                f"{selfplay['bc']['steps']} BC steps on {selfplay['bc']['new_pairs']} new pairs",
+            ),
+            (
+                "self-play: re-judge + BC s",
+                f"{selfplay['rejudge_seconds']:.0f} + {selfplay['bc_seconds']:.0f}",
+                f"rejudge_share {selfplay['rejudge_share']:g}",
+            ),
+            ("self-play: (re-judge + BC) / rest", f"{selfplay['added_over_rest']:.2f}", "goal <= 0.30"),
+        ]
         print("Setter sampler vs Hugging Face generate, same batch, bf16 autocast ...", flush=True)
         results["setter_sampler"] = sampler = bench_setter_sampler()
         rows += [

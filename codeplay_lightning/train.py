@@ -84,9 +84,9 @@ def train(
         solver = _solver(config, solver_llm, sandbox, examples, generator)
         selfplay = None
         if config.solver.learns:  # the reward's Solver is the learner; the one on the frozen weights the initial
-            selfplay = _selfplay(config, initial, tokenizer, examples, sandbox, solver, run_dir)
+            selfplay = _selfplay(config, initial, tokenizer, examples, sandbox, solver)
             solver_llm = HFLLM(
-                selfplay.learner.model,
+                selfplay.learner.sampler,
                 tokenizer,
                 solver_sampling(config.solver),
                 chat=False,
@@ -222,13 +222,11 @@ def _selfplay(
     examples: Sequence[Puzzle],
     sandbox: Sandbox,
     initial_solver: Solver,
-    run_dir: Path,
 ) -> SelfPlay:
     """The learning Solver on `initial`'s weights, with our corpus (its training split for replay, its held-out
-    families for evaluation; drawn into the run's folder once, `selfplay_corpus`) and `solver.eval_file`."""
+    families for evaluation; drawn once into the cache, `selfplay_corpus`) and `solver.eval_file`."""
     solver = config.solver
-    run_dir.mkdir(parents=True, exist_ok=True)
-    corpus, heldout = selfplay_corpus(run_dir / "corpus.json", solver.eval_heldout, config.sandbox.workers)
+    corpus, heldout = selfplay_corpus(solver.eval_heldout, config.sandbox.workers)
     eval_file = puzzles_to_solve(solver.eval_file, limit=solver.eval_limit) if solver.eval_file else []
     log.info(
         "self-play: BC every %d iterations on %d corpus pairs for replay; evaluated on %d held-out-family puzzles "

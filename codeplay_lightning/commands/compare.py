@@ -28,3 +28,5 @@ def print_comparison(result: dict) -> None:
         for note in run["notes"]:
             print(f"  note: {note}")
     print(f"figure: {result['figure']}\nreport: {result['report']}")
+    if result["selfplay"] is not None:
+        print(f"self-play figure: {result['selfplay']['figure']}")

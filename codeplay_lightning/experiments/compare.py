@@ -7,13 +7,20 @@ over the last 200 puzzles, one line per run) and `report.md` (a summary table, t
 run sampled without replacement from its last 100). A resumed run may have logged some puzzles of
 its interrupted iteration twice: each `index` counts once, its last occurrence kept. A run still
 training is read as far as it got; a line cut short by a crash is skipped with a note.
+
+Self-play runs (their records say which puzzles the initial, frozen Solver also attempted) add `selfplay.png`
+and a "Self-play" section: the pass rate 1/D of the current and of the initial Solver on those puzzles, each
+evaluation set's pass@1 and pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n.
+Runs from before self-play are reported as they always were.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +41,7 @@ COLOURS = {
     "novelty_biased": "royalblue",
     "product": "seagreen",
 }
+MARKERS = ("o", "s", "^", "D")  # one per evaluation set in selfplay.png
 
 
 @dataclass
@@ -43,21 +51,38 @@ class Run:
     label: str
     puzzles: list[dict]  # in `index` order, each index once
     notes: list[str] = field(default_factory=list)
+    phases: dict[int, dict[str, dict]] = field(default_factory=dict)  # solver.jsonl's evaluations by BC phase
+    learn_every: int | None = None  # solver.learn_every (0: a fixed Solver); None: not in config.yaml
 
     def smoothed(self, key: str) -> np.ndarray:
         return trailing_mean([puzzle[key] for puzzle in self.puzzles], WINDOW)
 
+    @property
+    def selfplay(self) -> bool:
+        """Its records say which puzzles the initial Solver attempted (runs from before self-play do not)."""
+        return any("initial_attempted" in puzzle for puzzle in self.puzzles)
+
 
 def compare(run_dirs: list[Path], out: Path, seed: int = 0) -> dict:
-    """Write `out/figure.png` and `out/report.md`; returns what was written, per run."""
+    """Write `out/figure.png` and `out/report.md`, and `out/selfplay.png` when a run is a self-play one; returns
+    what was written, per run (`selfplay`: None when no run is one)."""
     if not run_dirs:
         raise ValueError("give at least one run directory")
     runs = read_runs(run_dirs)
     out.mkdir(parents=True, exist_ok=True)
     plot(runs, out / "figure.png")
+    selfplay = [selfplay_summary(run) for run in runs if run.selfplay]
+    if selfplay:
+        plot_selfplay(runs, out / "selfplay.png")
     summaries = [summary(run) | {"sampled": sample_last(run.puzzles, seed)} for run in runs]
-    (out / "report.md").write_text(report(runs, summaries, seed))
-    return {"figure": out / "figure.png", "report": out / "report.md", "panels": list(PANELS), "runs": summaries}
+    (out / "report.md").write_text(report(runs, summaries, selfplay, seed))
+    return {
+        "figure": out / "figure.png",
+        "report": out / "report.md",
+        "panels": list(PANELS),
+        "runs": summaries,
+        "selfplay": {"figure": out / "selfplay.png", "runs": selfplay} if selfplay else None,
+    }
 
 
 def read_runs(run_dirs: list[Path]) -> list[Run]:
@@ -84,7 +109,9 @@ def read_run(run_dir: Path) -> Run:
         done = len({record["iteration"] for line in finished.read_text().splitlines() if (record := _parse(line))})
         if done < iterations:
             notes.append(f"{done} of {iterations} iterations finished: still training, or stopped")
-    return Run(run_dir, name, run_label(name, config, run_dir), puzzles, notes)
+    phases = read_phases(run_dir / "solver.jsonl", notes)
+    learn_every = config.get("solver", {}).get("learn_every")
+    return Run(run_dir, name, run_label(name, config, run_dir), puzzles, notes, phases, learn_every)
 
 
 def read_config(run_dir: Path, notes: list[str]) -> dict:
@@ -131,6 +158,25 @@ def read_puzzles(path: Path, notes: list[str]) -> list[dict]:
     return [by_index[index] for index in sorted(by_index)]
 
 
+def read_phases(path: Path, notes: list[str]) -> dict[int, dict[str, dict]]:
+    """Each evaluation set's summary by BC phase: 0 is the initial Solver's, before any BC; {} without
+    solver.jsonl (a fixed Solver, or no phase yet)."""
+    if not path.is_file():
+        return {}
+    phases: dict[int, dict[str, dict]] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        record = _parse(line)
+        if record is None:
+            notes.append(f"solver.jsonl line {number} is cut short: skipped")
+            continue
+        if "initial" in record:
+            phases[0] = record["initial"]
+        phases[record["phase"]] = record["learned"]
+    return dict(sorted(phases.items()))
+
+
 def _parse(line: str) -> dict | None:
     """The line's record, or None when cut short. A line cut by a killed run and continued by the
     resumed one holds a whole record after the cut: that one is kept."""
@@ -173,26 +219,130 @@ def summary(run: Run) -> dict:
     }
 
 
+def pass_rates(puzzles: list[dict]) -> tuple[list[int], list[float], list[float]]:
+    """The valid puzzles the initial Solver attempted: their `index`, and the pass rate 1/D (0: unsolved) of
+    the current Solver and of the initial one."""
+    attempted = [p for p in puzzles if p.get("initial_attempted") and p["valid"]]
+    return (
+        [p["index"] for p in attempted],
+        [_pass_rate(p["D"]) for p in attempted],
+        [_pass_rate(p["D_initial"]) for p in attempted],
+    )
+
+
+def _pass_rate(difficulty: float | None) -> float:
+    return 0.0 if difficulty is None else 1 / difficulty
+
+
+def evaluation_curves(phases: dict[int, dict[str, dict]]) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(evaluation set, "pass@k") -> [(phase, value)], in phase order."""
+    curves: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+    for phase, summaries in phases.items():
+        for name, summary in summaries.items():
+            for key, value in summary.items():
+                if key.startswith("pass@"):
+                    curves[name, key].append((phase, value))
+    return dict(curves)
+
+
+def selfplay_summary(run: Run) -> dict:
+    """`pass_rate`: the mean over the last LAST puzzles the initial Solver attempted (None: none);
+    `evaluations`: set -> "pass@k" -> (phase 0's, the last phase's)."""
+    _, current, initial = pass_rates(run.puzzles)
+    evaluations: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for (name, key), points in evaluation_curves(run.phases).items():
+        evaluations[name][key] = (dict(points).get(0), points[-1][1])
+    return {
+        "run": str(run.path),
+        "label": run.label,
+        "learn_every": run.learn_every,
+        "phases": max(run.phases, default=0),
+        "attempted": len(current),
+        "pass_rate": {
+            "current": float(np.mean(current[-LAST:])) if current else None,
+            "initial": float(np.mean(initial[-LAST:])) if initial else None,
+        },
+        "evaluations": dict(evaluations),
+    }
+
+
+def colours(runs: list[Run]) -> list[str | None]:
+    """Each run's colour: its preset's, else the next of matplotlib's cycle (None: no puzzles, no line)."""
+    cycle = (f"C{n}" for n in itertools.count())
+    return [(COLOURS.get(run.name) or next(cycle)) if run.puzzles else None for run in runs]
+
+
 def plot(runs: list[Run], path: Path) -> None:
     from matplotlib.figure import Figure  # the object API renders with Agg, no pyplot or display involved
 
     figure = Figure(figsize=(16, 4.5), layout="constrained")
     axes = figure.subplots(1, len(PANELS))
-    for axis, (key, title) in zip(axes, PANELS.items()):
-        for run in runs:
-            if run.puzzles:
-                axis.plot(
-                    [p["index"] for p in run.puzzles], run.smoothed(key), label=run.label, color=COLOURS.get(run.name)
-                )
-        axis.set(title=title, xlabel="puzzles generated", ylabel=f"{key}, mean of the last {WINDOW} puzzles")
-        axis.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles:
-        figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(handles)))
+    for axis, key in zip(axes, PANELS):
+        plot_reward(axis, runs, key)
+    _legend(figure, axes[0])
     figure.savefig(path, dpi=120)
 
 
-def report(runs: list[Run], summaries: list[dict], seed: int) -> str:
+def plot_selfplay(runs: list[Run], path: Path) -> None:
+    """selfplay.png: (a) the Solvers' pass rates, (b) the evaluations over BC phases, (c) R_n; a colour per run,
+    black stand-ins in (a) and (b) for what the line styles and markers mean."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    figure = Figure(figsize=(16, 4.5), layout="constrained")
+    rates, evaluations, novelty = figure.subplots(1, 3)
+    curves = [evaluation_curves(run.phases) for run in runs]
+    sets = {name: MARKERS[n % len(MARKERS)] for n, name in enumerate(dict.fromkeys(s for c in curves for s, _ in c))}
+    keys = {key: "-" if key == "pass@1" else "--" for run_curves in curves for _, key in run_curves}
+    for run, colour, run_curves in zip(runs, colours(runs), curves):
+        index, current, initial = pass_rates(run.puzzles)
+        for rate, style in ((current, "-"), (initial, "--")):
+            if rate:
+                rates.plot(index, trailing_mean(rate, WINDOW), color=colour, linestyle=style)
+        for (name, key), points in run_curves.items():
+            evaluations.plot(*zip(*points), color=colour, linestyle=keys[key], marker=sets[name])
+    rates.plot([], [], color="black", label="current Solver")
+    rates.plot([], [], color="black", linestyle="--", label="initial Solver")
+    rates.set(
+        title="pass rate 1/D on the puzzles the initial Solver attempted",
+        xlabel="puzzles generated",
+        ylabel=f"1/D (0: unsolved), mean of the last {WINDOW}",
+    )
+    rates.legend()
+    for name, marker in sets.items():
+        evaluations.plot([], [], color="black", linestyle="none", marker=marker, label=name)
+    for key, style in keys.items():
+        evaluations.plot([], [], color="black", linestyle=style, label=key)
+    evaluations.set(title="evaluations after each BC phase (0: the initial Solver)", xlabel="BC phase", ylabel="pass@k")
+    evaluations.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if sets:
+        evaluations.legend()
+    else:
+        evaluations.text(0.5, 0.5, "no BC phase logged", ha="center", transform=evaluations.transAxes)
+    for axis in (rates, evaluations):
+        axis.grid(alpha=0.3)
+    plot_reward(novelty, runs, "R_n")
+    _legend(figure, novelty)
+    figure.savefig(path, dpi=120)
+
+
+def plot_reward(axis, runs: list[Run], key: str) -> None:
+    """`key`'s trailing mean against puzzles generated, a line per run: a panel of figure.png."""
+    for run, colour in zip(runs, colours(runs)):
+        if run.puzzles:
+            axis.plot([p["index"] for p in run.puzzles], run.smoothed(key), label=run.label, color=colour)
+    axis.set(title=PANELS[key], xlabel="puzzles generated", ylabel=f"{key}, mean of the last {WINDOW} puzzles")
+    axis.grid(alpha=0.3)
+
+
+def _legend(figure, axis) -> None:
+    """The runs' legend below the panels."""
+    handles, labels = axis.get_legend_handles_labels()
+    if handles:
+        figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(handles)))
+
+
+def report(runs: list[Run], summaries: list[dict], selfplay: list[dict], seed: int) -> str:
     lines = [
         "# Setter training runs compared",
         "",
@@ -218,6 +368,7 @@ def report(runs: list[Run], summaries: list[dict], seed: int) -> str:
     ]
     noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
     lines += [*noted, ""] if noted else []
+    lines += selfplay_report(selfplay) if selfplay else []
     lines += [
         "## Puzzles at the end of training (as the paper's appendix C)",
         "",
@@ -237,6 +388,38 @@ def report(runs: list[Run], summaries: list[dict], seed: int) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+def selfplay_report(rows: list[dict]) -> list[str]:
+    """The "Self-play" section: a table per self-play run, its initial Solver beside its current one."""
+    lines = [
+        "## Self-play",
+        "",
+        "![The Solvers' pass rates, their evaluations over BC phases, and R_n](selfplay.png)",
+        "",
+        "Left: the pass rate 1/D (0: unsolved) of the current Solver (solid) and of the initial one (dashed) on "
+        f"the valid puzzles the initial Solver also attempted, each the mean of the last {WINDOW} of them. Middle: "
+        "each evaluation set's pass@1 (solid) and pass@K (dashed) after each BC phase (`solver.jsonl`), phase 0 "
+        "being the initial Solver. Right: R_n, as in the figure above. In the tables, the evaluations are phase "
+        "0's and the last phase's.",
+        "",
+    ]
+    for row in rows:
+        attempted, rate = row["attempted"], row["pass_rate"]
+        every = {None: "", 0: " (fixed: `solver.learn_every` 0)"}.get(
+            row["learn_every"], f" (one after every {row['learn_every']} iterations)"
+        )
+        lines += [
+            f"| {row['label']} | initial Solver | current Solver |",
+            "|---|--:|--:|",
+            f"| BC phases | 0 | {row['phases']}{every} |",
+            f"| pass rate 1/D, mean of the last {min(LAST, attempted)} of the {attempted} puzzles the initial "
+            f"Solver attempted | {_number(rate['initial'])} | {_number(rate['current'])} |",
+        ]
+        for name, keys in row["evaluations"].items():
+            lines += [f"| {name} {key} | {_number(first)} | {_number(last)} |" for key, (first, last) in keys.items()]
+        lines.append("")
+    return lines
 
 
 def _difficulty(puzzle: dict) -> str:

@@ -103,7 +103,7 @@ class RolloutCallback(L.Callback):
         if self.solver_model is not None:
             self.solver_model.to(trainer.strategy.root_device)
         if self.selfplay is not None:
-            self.selfplay.learner.model.to(trainer.strategy.root_device)
+            self.selfplay.learner.to(trainer.strategy.root_device)
 
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         """On resuming after a crash, forget the logs of the iteration that did not finish: the
@@ -211,6 +211,14 @@ class RolloutCallback(L.Callback):
             },
             step=trainer.global_step,
         )
+
+    def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        """A learning Solver's weights as a model directory, `solver/` in the run's folder (rank 0): what
+        `codeplay evaluate --llm` takes."""
+        if self.selfplay is not None and trainer.global_rank == 0:
+            directory = Path(trainer.logger.log_dir) / "solver"
+            self.selfplay.learner.sampler.save_pretrained(directory)
+            self.tokenizer.save_pretrained(directory)
 
     def _log(self, trainer: L.Trainer, own: RankRollout) -> None:
         """Every rank's rollout, logged by rank 0; `build_buffer`'s metrics as their mean over the ranks (the

@@ -109,7 +109,7 @@ class SelfPlay:
         rank, apart from the rollout's generator (evaluating does not change what the run samples)."""
         generator = torch.Generator().manual_seed((self.seed * 1000 + self.evaluations) * 1000 + rank)
         llm = HFLLM(
-            self.learner.model,
+            self.learner.sampler,
             self.learner.tokenizer,
             solver_sampling(self.config),
             chat=False,

@@ -10,14 +10,19 @@ pairs, since PPO on it was unstable and cannot replay old puzzles against forget
 - `bc_sequences` and `bc_loss`: each pair in the exact text the Solver samples (its few-shot prompt for the
   puzzle, then the solution's body and the `assert f(g())` that closes it in the few-shot block), the negative
   log-likelihood of the tokens after the prompt;
-- `SolverLearner`: LoRA adapters on a copy of the initial weights that shares them (no second copy of the
-  model), trained by AdamW phase after phase; under DDP each rank takes a share of every batch and the
-  gradients are summed over the ranks, so every rank's adapters stay the same.
+- `SolverLearner`: LoRA adapters on a copy of the initial weights that shares them, trained by AdamW phase after
+  phase; under DDP each rank takes a share of every batch and the gradients are summed over the ranks, so every
+  rank's adapters stay the same. The Solver samples from a plain copy with the adapters merged in after each
+  phase: sampling through unmerged adapters was 1.4x slower a token on 2 cores (the extra small matmuls of 7
+  layers x 30).
 """
 
 from __future__ import annotations
 
+import ast
 import copy
+import fcntl
+import hashlib
 import json
 import random
 from collections import Counter
@@ -34,20 +39,49 @@ from codeplay_lightning.puzzles import Puzzle, solver_prompt
 from codeplay_lightning.solver.few_shot import G_HEADER, PuzzleResult
 
 BC_MAX_GRAD_NORM = 1.0  # as the warm start's fine-tuning
+# what a solution may import to enter the BC data (`plain_solution`): the pure modules P3's solutions use
+PLAIN_MODULES = frozenset(
+    {"math", "itertools", "collections", "functools", "heapq", "bisect", "string", "re", "typing", "fractions"}
+)
+UNPLAIN_CALLS = frozenset(
+    {"__import__", "eval", "exec", "compile", "open", "globals", "locals", "vars", "breakpoint", "input", "memoryview"}
+)
 CLOSING = "\n\nassert f(g())"  # what follows a solution in the few-shot block: the Solver learns to stop there
 
 SumOverRanks = Callable[[torch.Tensor], torch.Tensor]
 
 
 def verified_pairs(results: Sequence[PuzzleResult]) -> list[Puzzle]:
-    """Each attempt the sandbox passed, as its puzzle with that program as the one solution, in puzzle and
-    attempt order. The program is the judged text itself, so nothing but a verdict of `pass` lets a pair in."""
+    """Each attempt the sandbox passed whose program is plain (`plain_solution`), as its puzzle with that program
+    as the one solution, in puzzle and attempt order. The program is the judged text itself."""
     return [
         replace(result.puzzle, solutions=(program.g,))
         for result in results
         for program, verdict in zip(result.programs, result.verdicts, strict=True)
-        if verdict.passed
+        if verdict.passed and plain_solution(program.g)
     ]
+
+
+def plain_solution(g: str) -> bool:
+    """Whether `g` imports only modules of `PLAIN_MODULES`, calls none of `UNPLAIN_CALLS` and reads no dunder
+    attribute. The judge passes g only if f accepts its answer, but g runs in a process of its own and can forge
+    that process's reply (written to its file descriptor, then `os._exit`): the answer is then right, but g does
+    not return it in plain Python, and cloning it would teach the Solver the sandbox's protocol. A forgery needs
+    `os`, `open` or introspection; P3's solutions need none of them."""
+    try:
+        tree = ast.parse(g)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] not in PLAIN_MODULES for alias in node.names):
+            return False
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] not in PLAIN_MODULES:
+            return False
+        if isinstance(node, ast.Name) and node.id in UNPLAIN_CALLS:
+            return False
+        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
+            return False
+    return True
 
 
 def _normalised(text: str) -> str:
@@ -187,6 +221,7 @@ class SolverLearner:
         autocast: torch.dtype | None,
     ):
         from peft import LoraConfig, get_peft_model
+        from peft.tuners.lora import LoraLayer
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -198,6 +233,12 @@ class SolverLearner:
                 task_type="CAUSAL_LM",
             )
             self.model = get_peft_model(sharing_copy(initial), lora).eval()
+        self.sampler = copy.deepcopy(initial).requires_grad_(False).eval()  # the weights the Solver samples from
+        self._merges = [
+            (self.sampler.get_submodule(name.removeprefix("base_model.model.")), layer)
+            for name, layer in self.model.named_modules()
+            if isinstance(layer, LoraLayer)
+        ]
         self.tokenizer, self.examples, self.config = tokenizer, tuple(examples), config
         self.corpus, self.autocast = tuple(corpus), autocast
         self.optimizer = torch.optim.AdamW(self.adapters(), lr=config.bc_lr)
@@ -206,6 +247,17 @@ class SolverLearner:
 
     def adapters(self) -> list[nn.Parameter]:
         return [parameter for parameter in self.model.parameters() if parameter.requires_grad]
+
+    def to(self, device) -> None:
+        self.model.to(device)
+        self.sampler.to(device)
+
+    @torch.no_grad()
+    def merge(self) -> None:
+        """The sampler's weights become the learner's: each adapted layer's initial weight plus its adapters'
+        update, computed from the adapters alone (so a resumed run merges the same weights)."""
+        for target, layer in self._merges:
+            target.weight.copy_(layer.get_base_layer().weight + layer.get_delta_weight("default"))
 
     def learn(self, sum_over_ranks: SumOverRanks, rank: int, world_size: int) -> dict[str, float]:
         """One BC phase on `replay.phase(...)`: `bc_epochs` passes in batches of `bc_batch_size` sequences, each
@@ -224,6 +276,7 @@ class SolverLearner:
             for start in range(0, len(sequences), self.config.bc_batch_size):
                 batch = sequences[start : start + self.config.bc_batch_size]
                 losses.append(self._step(batch[rank::world_size], sum_over_ranks, device))
+        self.merge()
         return record | {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1]}
 
     def _step(self, mine: Sequence[tuple[list[int], int]], sum_over_ranks: SumOverRanks, device) -> float:
@@ -264,30 +317,35 @@ class SolverLearner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.replay.load_state_dict(state["replay"])
         self.phases = state["phases"]
+        self.merge()
 
 
 def _gradient(parameter: nn.Parameter) -> torch.Tensor:
     return parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
 
 
-def selfplay_corpus(path: Path, heldout: int, workers: int) -> tuple[list[Puzzle], list[Puzzle]]:
+def selfplay_corpus(heldout: int, workers: int) -> tuple[list[Puzzle], list[Puzzle]]:
     """Our corpus's training-split pairs (every reference solution of each instance, as the warm start trained on
-    them) and its first `heldout` held-out-family puzzles, read from the corpus JSON at `path`; when it does not
-    exist, drawn first as `codeplay corpus --seed 0` draws (the warm start's instances, in the same order),
-    verified in a sandbox of `workers`, and written there."""
+    them) and its first `heldout` held-out-family puzzles. The corpus is drawn as `codeplay corpus --seed 0` draws
+    it (the warm start's instances, in the same order), verified in a sandbox of `workers`, once per version of
+    the families' code: into the cache (`corpus_path`), under a lock, so that every DDP rank reads the same file."""
     from codeplay_lightning.corpus import FAMILIES, HELDOUT_FAMILIES
     from codeplay_lightning.corpus.build import CORPUS_TIMEOUT, build_corpus
     from codeplay_lightning.execution import Sandbox
     from codeplay_lightning.puzzles import load_p3
     from codeplay_lightning.puzzles.files import split_and_groups
 
-    if not path.is_file():
-        size = max(400, 8 * heldout)  # 11 of the 73 families are held out: 800 drawn gave 121
-        with Sandbox(workers=workers, timeout=CORPUS_TIMEOUT) as sandbox:
-            entries, _ = build_corpus(FAMILIES, HELDOUT_FAMILIES, size, 0, sandbox)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(entries, indent=1) + "\n")
-        partial.replace(path)
+    size = max(400, 8 * heldout)  # 11 of the 73 families are held out: 800 drawn gave 121
+    path = corpus_path(size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.with_suffix(".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process draws; the others wait for its file
+        if not path.is_file():
+            with Sandbox(workers=workers, timeout=CORPUS_TIMEOUT) as sandbox:
+                entries, _ = build_corpus(FAMILIES, HELDOUT_FAMILIES, size, 0, sandbox)
+            partial = path.with_suffix(".partial")
+            partial.write_text(json.dumps(entries, indent=1) + "\n")
+            partial.replace(path)
     splits, _ = split_and_groups(path)
     puzzles = load_p3(path)
     train = [replace(p, solutions=(g,)) for p in puzzles if splits[p.name] == "train" for g in p.solutions]
@@ -295,3 +353,13 @@ def selfplay_corpus(path: Path, heldout: int, workers: int) -> tuple[list[Puzzle
     if len(families) < heldout:
         raise ValueError(f"{path} holds {len(families)} held-out-family puzzles, fewer than solver.eval_heldout")
     return train, families
+
+
+def corpus_path(size: int) -> Path:
+    """Where `selfplay_corpus` keeps a corpus of `size` instances: named by a digest of the families' code."""
+    from codeplay_lightning import corpus
+    from codeplay_lightning.models.loading import cache_root
+
+    sources = sorted(Path(corpus.__file__).parent.glob("*.py"))
+    digest = hashlib.sha256(b"".join(source.read_bytes() for source in sources)).hexdigest()[:12]
+    return cache_root() / f"corpus-seed0-{size}-{digest}.json"

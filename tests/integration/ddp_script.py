@@ -1,18 +1,26 @@
 """A 2-process CPU DDP training run of the tiny stream model, for tests/integration/test_ddp.py:
 
-    python ddp_script.py OUT ITERATIONS [auto]
+    python ddp_script.py OUT ITERATIONS [auto] [selfplay]
 
 trains `configs/smoke.yaml` (tiny overrides) for ITERATIONS iterations under OUT/runs, resuming
 the newest checkpoint there with `auto`. Lightning's `ddp` strategy re-executes this script (same
 argv, LOCAL_RANK=1) as rank 1. At the end of training each rank saves OUT/rank{r}.pt: its archive,
 global_step, buffer and minibatch sizes, the module's weights and its pid. Rank 0 then waits for
 rank 1 to exit, so that when the command returns both ranks (and their sandboxes) are gone.
+
+With `selfplay` the Solver learns by BC after every iteration (`solver.learn_every=1`), with stand-ins
+patched in here, so in both ranks' processes: each rank's Setter streams write the same two valid puzzles
+every iteration, `x == 7 + rank` and one no answer solves; every Solver LLM answers from the puzzle at the
+end of its prompt, a body drawn by the generator it is given (several right ones, a few wrong); our corpus
+is a few puzzles in memory. Each rank's record then also holds its replay buffer's pairs, its Solver
+adapters (at the start and the end) and the verified pairs its own Solver found, per iteration.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -21,9 +29,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: the tiny model and tokenizer
 
-from support import CONFIGS, build_char_tokenizer, stream_llama  # noqa: E402
+from support import CONFIGS, ScriptedLLM, build_char_tokenizer, stream_llama  # noqa: E402
 
+from codeplay_lightning import train as train_module  # noqa: E402
 from codeplay_lightning.config import load_config  # noqa: E402
+from codeplay_lightning.puzzles import Puzzle  # noqa: E402
+from codeplay_lightning.setter import rollout_callback, selfplay  # noqa: E402
+from codeplay_lightning.setter.ranks import rank  # noqa: E402
+from codeplay_lightning.setter.rollout import Episode  # noqa: E402
+from codeplay_lightning.setter.rollout_callback import RolloutCallback  # noqa: E402
+from codeplay_lightning.solver.learning import verified_pairs  # noqa: E402
 from codeplay_lightning.train import train  # noqa: E402
 
 HANG_SECONDS = 240  # a run takes ~20 s; the test's own timeout is longer
@@ -45,14 +60,96 @@ OVERRIDES = [
 ]
 
 
+SELFPLAY_OVERRIDES = [
+    "ppo.n_minibatches=2",
+    "solver.learn_every=1",
+    "solver.attempts=4",
+    "solver.batch_size=4",
+    "solver.lora_rank=2",
+    "solver.bc_lr=1e-3",
+    "solver.bc_batch_size=4",
+    "solver.solutions_per_puzzle=5",  # as many as there are right bodies: the cap never refuses a new pair
+    "solver.eval_heldout=2",
+    "solver.eval_attempts=2",
+]
+# the bodies the Solver stand-in draws from for `return x == N`: RIGHT ones, then wrong ones
+RIGHT = ("{n}", "{n} * 1", "int('{n}')", "{n} - 1 + 1", "abs({n})")
+WRONG = ("{n} + 1", "'{n}'")
+TARGET = re.compile(r"return x == (\d+)\n\ndef g\(\):$")
+
+
+def rank_puzzles(rank: int) -> list[str]:
+    """What rank `rank`'s Setter streams write every iteration: a puzzle its Solver solves, one nobody can."""
+    return [f"def f(x: int):\n    return x == {7 + rank}", f"def f(x: int):\n    return x * x == -{1 + rank}"]
+
+
+def write_rank_puzzles(model, tokenizer, *args) -> tuple[list[Episode], int]:
+    """Stands in for `generate_episodes`: this rank's puzzles (sampler log-probs 0: no sampler wrote them)."""
+    episodes = []
+    for text in rank_puzzles(rank()):
+        ids = torch.tensor(tokenizer(text + "\n\n")["input_ids"])
+        episodes.append(Episode(text, ids, torch.zeros(len(ids))))
+    return episodes, 0
+
+
+class AnsweringLLM(ScriptedLLM):
+    """Stands in for every Solver HFLLM (same arguments): for `return x == N`, a body drawn from RIGHT and WRONG
+    by the generator it is given; for any other puzzle, a wrong one."""
+
+    def __init__(self, model, tokenizer, sampling, *, chat: bool, batch_size: int, generator):
+        super().__init__(self.answer_puzzle)
+        self.generator = generator
+
+    def answer_puzzle(self, prompt: str) -> str:
+        target = TARGET.search(prompt)
+        if target is None:
+            return "\n    return 1"
+        bodies = RIGHT + WRONG
+        body = bodies[int(torch.randint(0, len(bodies), (1,), generator=self.generator))]
+        return "\n    return " + body.format(n=target.group(1))
+
+
+CORPUS = [Puzzle("corpus:0", "def f(x: int):\n    return x + 1 == 5", ("def g():\n    return 4",), "int")]
+HELDOUT = [Puzzle(f"heldout:{n}", f"def f(x: int):\n    return x == {n}", (), "int") for n in (3, 4)]
+VERIFIED: list[list[tuple[str, str]]] = []  # this rank's own verified pairs, a list per iteration
+
+
+def recording_verified_pairs(results):
+    pairs = verified_pairs(results)
+    VERIFIED.append([(pair.f, pair.solutions[0]) for pair in pairs])
+    return pairs
+
+
+def patch_selfplay() -> None:
+    """The stand-ins of self-play mode, in this process (rank 0's, or rank 1's when Lightning re-executes us)."""
+    rollout_callback.generate_episodes = write_rank_puzzles
+    train_module.HFLLM = selfplay.HFLLM = AnsweringLLM
+    train_module.selfplay_corpus = lambda *args: (CORPUS, HELDOUT)
+    selfplay.verified_pairs = recording_verified_pairs
+
+
+def learner_of(trainer: L.Trainer):
+    """The learning Solver of the run's rollout callback, or None when the Solver does not learn."""
+    rollout = next(callback for callback in trainer.callbacks if isinstance(callback, RolloutCallback))
+    return None if rollout.selfplay is None else rollout.selfplay.learner
+
+
+def adapters_of(learner) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in learner.model.named_parameters() if p.requires_grad}
+
+
 class RecordRank(L.Callback):
     """Saves what this rank ended with; on rank 0, keeps the rank processes Lightning launched."""
 
     def __init__(self, out: Path):
         self.out, self.buffer_sizes, self.batch_sizes, self.children = out, [], [], []
+        self.initial_adapters = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.children = list(getattr(trainer.strategy.launcher, "procs", []))  # rank 0: rank 1's Popen
+        learner = learner_of(trainer)
+        if learner is not None:  # as initialised: a resumed run loads its checkpoint's later
+            self.initial_adapters = adapters_of(learner)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.buffer_sizes.append(len(trainer.datamodule.buffer))  # after the rollout callback filled it
@@ -62,8 +159,19 @@ class RecordRank(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         ppo = trainer.datamodule.ppo
+        learner = learner_of(trainer)
+        selfplay_record = {}
+        if learner is not None:
+            selfplay_record = {
+                "replay": learner.replay.state_dict()["pairs"],  # (name, f, g, ans_type) in arrival order
+                "phases": learner.phases,
+                "initial_adapters": self.initial_adapters,
+                "adapters": adapters_of(learner),
+                "verified": VERIFIED,
+            }
         torch.save(
             {
+                **selfplay_record,
                 "pid": os.getpid(),
                 "world_size": trainer.world_size,
                 "global_step": trainer.global_step,
@@ -77,13 +185,16 @@ class RecordRank(L.Callback):
         )
 
 
-def main(out: Path, iterations: int, resume: str | None) -> None:
+def main(out: Path, iterations: int, resume: str | None, selfplay_mode: bool) -> None:
     # a hung collective blocks the main thread in C++, where SIGTERM is never handled: print every
     # thread's stack and exit instead, so that the test's log shows where it hung
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     tokenizer = build_char_tokenizer()
+    overrides = [*OVERRIDES, *(SELFPLAY_OVERRIDES if selfplay_mode else [])]
+    if selfplay_mode:
+        patch_selfplay()
     config = load_config(
-        [CONFIGS / "smoke.yaml"], [f"trainer.run_root={out / 'runs'}", f"trainer.iterations={iterations}", *OVERRIDES]
+        [CONFIGS / "smoke.yaml"], [f"trainer.run_root={out / 'runs'}", f"trainer.iterations={iterations}", *overrides]
     )
     record = RecordRank(out)
     train(config, resume=resume, policy=stream_llama(tokenizer), tokenizer=tokenizer, callbacks=[record])
@@ -92,4 +203,8 @@ def main(out: Path, iterations: int, resume: str | None) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
+    words = sys.argv[3:]
+    unknown = set(words) - {"auto", "selfplay"}
+    if unknown:
+        sys.exit(f"unknown arguments {sorted(unknown)}: give OUT ITERATIONS [auto] [selfplay]")
+    main(Path(sys.argv[1]), int(sys.argv[2]), "auto" if "auto" in words else None, "selfplay" in words)

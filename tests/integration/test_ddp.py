@@ -5,11 +5,17 @@ Three runs: two iterations ("first"), the same continued to three from its check
 straight through (beside the first, to save time). Each must finish without a hang and leave no
 process behind; both ranks must end with the same archive, steps and weights, and puzzles.jsonl
 (rank 0) must hold every rank's puzzles. The resumed run must continue exactly like the straight one.
+
+Self-play (`ddp_script.py ... selfplay`: scripted Solvers, a BC phase every iteration) likewise: two
+iterations straight, and one continued to two. Every rank's verified pairs must enter both ranks' replay
+buffers once, in rank order; both ranks' Solver adapters must stay bit for bit alike through the BC phases,
+and the resumed run must end with the straight one's buffer and adapters.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -54,12 +60,13 @@ class Runs:
     def __init__(self):
         self.processes: list[subprocess.Popen] = []
 
-    def launch(self, out: Path, iterations: int, *resume: str) -> tuple[subprocess.Popen, Path]:
+    def launch(self, out: Path, iterations: int, *words: str) -> tuple[subprocess.Popen, Path]:
+        """`words`: `auto` (resume), `selfplay` (the script's self-play mode)."""
         out.mkdir(parents=True, exist_ok=True)
         env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_ENV}
         with (out / "log.txt").open("w") as log:
             process = subprocess.Popen(
-                [sys.executable, str(SCRIPT), str(out), str(iterations), *resume],
+                [sys.executable, str(SCRIPT), str(out), str(iterations), *words],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -122,8 +129,12 @@ def run_dir(out: Path) -> Path:
     return versions[0]
 
 
+def read_records(out: Path, name: str = "puzzles.jsonl") -> list[dict]:
+    return [json.loads(line) for line in (run_dir(out) / name).read_text().splitlines()]
+
+
 def read_puzzles(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir(out) / "puzzles.jsonl").read_text().splitlines()]
+    return read_records(out)
 
 
 def check_run(out: Path, ranks: list[dict], iterations: int) -> None:
@@ -184,3 +195,104 @@ def test_ddp_two_cpu_processes_agree_and_resume_exactly(tmp_path, runs):
         assert resumed_rank["batch_sizes"] == straight_rank["batch_sizes"][-len(resumed_rank["batch_sizes"]) :]
         for name, value in straight_rank["state_dict"].items():
             torch.testing.assert_close(resumed_rank["state_dict"][name], value)
+
+
+# as ddp_script.py's self-play mode: rank r's Setter streams write these two puzzles every iteration
+def rank_puzzles(rank: int) -> list[str]:
+    return [f"def f(x: int):\n    return x == {7 + rank}", f"def f(x: int):\n    return x * x == -{1 + rank}"]
+
+
+SOLVER_ATTEMPTS, BC_BATCH_SIZE = 4, 4  # solver.attempts and solver.bc_batch_size of that mode
+
+
+def solves(f: str, g: str) -> bool:
+    """Whether g() satisfies f, run here (both are the script's own scripted texts)."""
+    namespace: dict = {}
+    exec(f"{f}\n\n{g}", namespace)
+    return namespace["f"](namespace["g"]()) is True
+
+
+def without_seconds(record):
+    if isinstance(record, dict):
+        return {key: without_seconds(value) for key, value in record.items() if not key.endswith("seconds")}
+    return record
+
+
+def check_selfplay(out: Path, ranks: list[dict], iterations: int) -> None:
+    """A self-play run from its first iteration: every rank's verified pairs in both replay buffers once, in
+    iteration then rank order; the same adapters on both ranks, moved by BC; a phase logged per iteration."""
+    zero, one = ranks
+    # each rank's own Solver passed only right answers, to its own solvable puzzle only, as the judge counted
+    puzzles = read_puzzles(out)
+    assert [puzzle["puzzle"] for puzzle in puzzles] == [*rank_puzzles(0), *rank_puzzles(1)] * iterations
+    for rank, record in enumerate(ranks):
+        assert len(record["verified"]) == iterations
+        for iteration, pairs in enumerate(record["verified"]):
+            assert pairs and all(f == rank_puzzles(rank)[0] and solves(f, g) for f, g in pairs)
+            judged = puzzles[4 * iteration + 2 * rank]  # this rank's solvable puzzle of the iteration
+            assert judged["valid"] and round(SOLVER_ATTEMPTS / judged["D"]) == len(pairs)
+            assert puzzles[4 * iteration + 2 * rank + 1]["D"] is None  # the unsolvable one: nothing to verify
+    assert any(puzzle["D"] not in (None, 1) for puzzle in puzzles)  # a wrong answer was judged and left out
+
+    # (a) both buffers alike: every distinct pair of every rank once, in arrival order (iteration, then rank)
+    assert zero["replay"] == one["replay"]
+    pairs = [(f, g) for _, f, g, _ in zero["replay"]]
+    arrivals = [pair for iteration in zip(zero["verified"], one["verified"]) for mine in iteration for pair in mine]
+    assert pairs == list(dict.fromkeys(arrivals))
+    assert len(pairs) < len(arrivals), "no pair was found twice: the buffer's deduplication went untested"
+    assert {f for f, _ in pairs} == {rank_puzzles(0)[0], rank_puzzles(1)[0]}
+
+    # (b) the same adapters on both ranks, bit for bit: at the start (seeded alike, every B at 0) and after BC
+    assert zero["phases"] == one["phases"] == iterations
+    for name, value in zero["adapters"].items():
+        assert torch.equal(value, one["adapters"][name]), name
+        assert torch.equal(zero["initial_adapters"][name], one["initial_adapters"][name]), name
+        if "lora_B" in name:
+            assert not zero["initial_adapters"][name].any(), name
+            assert value.any(), f"{name}: BC left it at 0"
+    assert any("lora_B" in name for name in zero["adapters"])
+
+    # (c) rank 0's solver.jsonl: a phase per iteration, with steps where there were new pairs
+    phases = read_records(out, "solver.jsonl")
+    assert [phase["iteration"] for phase in phases] == list(range(iterations))
+    assert [phase["phase"] for phase in phases] == list(range(1, iterations + 1))
+    assert ["initial" in phase for phase in phases] == [True] + [False] * (iterations - 1)
+    seen: set = set()
+    for phase, iteration in zip(phases, zip(zero["verified"], one["verified"])):
+        new = {pair for mine in iteration for pair in mine} - seen
+        seen |= new
+        bc = phase["bc"]
+        assert bc["new_pairs"] == len(new)
+        sequences = bc["new_pairs"] + bc["replayed"] + bc["from_corpus"]
+        assert bc["steps"] == (math.ceil(sequences / BC_BATCH_SIZE) if bc["new_pairs"] else 0)
+        assert phase["learned"]["heldout_families"]["puzzles"] == 2  # both ranks' shares of the evaluation
+    assert any(phase["bc"]["steps"] > 0 for phase in phases)
+
+
+def test_ddp_selfplay_ranks_share_pairs_and_adapters_and_resume_exactly(tmp_path, runs):
+    straight = runs.launch(tmp_path / "straight", 2, "selfplay")
+    first = runs.launch(tmp_path / "first", 1, "selfplay")
+    straight_ranks, first_ranks = runs.finish(straight), runs.finish(first)
+    resumed = runs.launch(tmp_path / "first", 2, "auto", "selfplay")
+    resumed_ranks = runs.finish(resumed)
+
+    for out in (tmp_path / "straight", tmp_path / "first"):  # no rank makes a run folder of its own
+        assert sorted(path.name for path in (out / "runs" / "smoke").iterdir()) == ["version_0"], out
+    check_run(tmp_path / "straight", straight_ranks, 2)
+    check_selfplay(tmp_path / "straight", straight_ranks, 2)
+    check_run(tmp_path / "first", resumed_ranks, 2)
+
+    # resumed = straight: the same puzzles, passes, phases, replay buffer and adapters (the first had fewer)
+    for first_rank, straight_rank in zip(first_ranks, straight_ranks):
+        assert first_rank["verified"] == straight_rank["verified"][:1] and first_rank["phases"] == 1
+        assert first_rank["replay"] == straight_rank["replay"][: len(first_rank["replay"])]
+    assert read_puzzles(tmp_path / "first") == read_puzzles(tmp_path / "straight")
+    assert [without_seconds(r) for r in read_records(tmp_path / "first", "solver.jsonl")] == [
+        without_seconds(r) for r in read_records(tmp_path / "straight", "solver.jsonl")
+    ]
+    for first_rank, resumed_rank, straight_rank in zip(first_ranks, resumed_ranks, straight_ranks):
+        assert first_rank["verified"] + resumed_rank["verified"] == straight_rank["verified"]
+        assert resumed_rank["replay"] == straight_rank["replay"] and resumed_rank["phases"] == 2
+        assert resumed_rank["adapters"].keys() == straight_rank["adapters"].keys()
+        for name, value in straight_rank["adapters"].items():
+            assert torch.equal(resumed_rank["adapters"][name], value), name

@@ -10,6 +10,7 @@ import pytest
 import torch
 from support import NEGATIVE_ROOT, SEVEN, ScriptedLLM, scalar_values
 from training_runs import finished_iterations, load_checkpoint, read_records, run
+from transformers import AutoModelForCausalLM
 
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzles import Puzzle
@@ -88,6 +89,11 @@ def test_the_solver_learns_from_verified_passes(tmp_path, stream_model, char_tok
     tags = scalar_values(run_dir)
     assert len(tags["solver/bc_loss_last"]) == 2 and len(tags["solver/pass_rate_initial"]) == 4
     assert len(tags["solver/heldout_families_pass@1"]) == 3  # the initial Solver's, then after each phase
+    solver = AutoModelForCausalLM.from_pretrained(run_dir / "solver")  # the learned Solver, for `--llm`
+    changed = [
+        name for name, value in stream_model.state_dict().items() if not torch.equal(solver.state_dict()[name], value)
+    ]
+    assert changed and all(name.endswith("proj.weight") for name in changed)  # the LoRA-adapted layers only
     iterations = read_records(run_dir, "iterations.jsonl")
     assert ["solver_learning_seconds" in record for record in iterations] == [False, True, False, True]
 

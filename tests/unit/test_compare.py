@@ -11,7 +11,17 @@ import pytest
 from matplotlib.image import imread
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.experiments.compare import LAST, SAMPLES, WINDOW, compare, read_run, sample_last, trailing_mean
+from codeplay_lightning.experiments.compare import (
+    LAST,
+    SAMPLES,
+    WINDOW,
+    compare,
+    pass_rates,
+    read_run,
+    sample_last,
+    selfplay_summary,
+    trailing_mean,
+)
 
 
 def puzzle(
@@ -33,6 +43,19 @@ def puzzle(
         "R_n": r_n,
         "R": r_d + r_n,
     }
+
+
+def selfplay_puzzle(index: int, difficulty: float | None, initial: float | None, attempted: bool = True) -> dict:
+    """A self-play run's record: `initial` is the initial Solver's D (None: unsolved or not attempted)."""
+    return puzzle(index, difficulty=difficulty) | {"initial_attempted": attempted, "D_initial": initial}
+
+
+def write_phases(run_dir: Path, records: list[dict], tail: str = "") -> None:
+    (run_dir / "solver.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+
+
+def evaluation(pass_1: float, pass_4: float, puzzles: int = 100) -> dict:
+    return {"puzzles": puzzles, "pass@1": pass_1, "pass@4": pass_4}
 
 
 def write_run(
@@ -170,3 +193,152 @@ def test_a_run_still_training_says_how_far_it_got(tmp_path):
     (run_dir / "config.yaml").unlink()
     run = read_run(run_dir)
     assert run.label == str(run_dir) and "no config.yaml" in run.notes[0]
+
+
+OLD_REPORT = """# Setter training runs compared
+
+![R_d, R_n and R against puzzles generated](figure.png)
+
+As the paper's figure 2: R_d, R_n and R against puzzles generated, each the mean of the last 200 puzzles \
+(fewer at the start). Each puzzle `index` counts once (the last logged).
+
+| run | puzzles | valid % | solved % | R_d | R_n | R | distinct in last 100 |
+|---|--:|--:|--:|--:|--:|--:|--:|
+| balanced (w_d=1, w_n=1) | 2 | 50.0 | 50.0 | 0.250 | 0.500 | 0.750 | 2 of 2 |
+
+R_d, R_n, R: the smoothed values at the last puzzle. Solved: D is finite (the Solver passed at least once).
+
+## Puzzles at the end of training (as the paper's appendix C)
+
+10 per run, drawn without replacement from its last 100 (seed 0; all of them when fewer).
+
+### balanced (w_d=1, w_n=1)
+
+Puzzle 1: D = 2.00, R_d = 0.50, R_n = 0.50
+
+```python
+def f(x: int):
+    return x == 1
+```
+
+Puzzle 2: invalid (syntax error), R_d = 0.00, R_n = 0.50
+
+```python
+def f(x: int):
+    return x == 2
+```"""
+
+
+def test_the_pass_rates_match_a_naive_computation(tmp_path):
+    # by hand: puzzles 1, 2 and 4 are valid and attempted by the initial Solver; 3 is invalid; 5 not attempted
+    records = [
+        selfplay_puzzle(1, 2.0, 4.0),
+        selfplay_puzzle(2, None, None),
+        puzzle(3, valid=False, difficulty=None) | {"initial_attempted": False, "D_initial": None},
+        selfplay_puzzle(4, 4.0, None),
+        selfplay_puzzle(5, 1.0, None, attempted=False),
+    ]
+    assert pass_rates(records) == ([1, 2, 4], [0.5, 0.0, 0.25], [0.25, 0.0, 0.0])
+    row = selfplay_summary(read_run(write_run(tmp_path, "small", records)))
+    assert row["attempted"] == 3
+    assert row["pass_rate"] == pytest.approx({"current": 0.75 / 3, "initial": 0.25 / 3})
+
+    rng = random.Random(1)
+    records = []
+    for index in range(1, 451):
+        valid, attempted = rng.random() < 0.8, rng.random() < 0.7
+        difficulty = rng.choice([None, 1.0, 2.0, 3.0, 8.0]) if valid else None
+        initial = rng.choice([None, 1.0, 4.0, 8.0]) if valid and attempted else None
+        records.append(
+            puzzle(index, valid=valid, difficulty=difficulty)
+            | {"initial_attempted": valid and attempted, "D_initial": initial}
+        )
+    chosen = [r for r in records if r["valid"] and r["initial_attempted"]]
+    current = [0.0 if r["D"] is None else 1 / r["D"] for r in chosen]
+    initial = [0.0 if r["D_initial"] is None else 1 / r["D_initial"] for r in chosen]
+    run = read_run(write_run(tmp_path, "big", records))
+    index, got_current, got_initial = pass_rates(run.puzzles)
+    assert (index, got_current, got_initial) == ([r["index"] for r in chosen], current, initial)
+    for rates, got in ((current, got_current), (initial, got_initial)):  # the curves of selfplay.png
+        naive = [np.mean(rates[max(0, i - WINDOW + 1) : i + 1]) for i in range(len(rates))]
+        np.testing.assert_allclose(trailing_mean(got, WINDOW), naive, rtol=1e-9)
+    row = selfplay_summary(run)
+    assert row["attempted"] == len(chosen) > LAST
+    assert row["pass_rate"] == pytest.approx({"current": np.mean(current[-LAST:]), "initial": np.mean(initial[-LAST:])})
+
+
+def test_the_phase_table_sets_phase_0_beside_the_last_phase(tmp_path):
+    run_dir = write_run(tmp_path, "balanced", [selfplay_puzzle(i, 2.0, 4.0) for i in range(1, 31)])
+    (run_dir / "config.yaml").write_text((run_dir / "config.yaml").read_text() + "solver:\n  learn_every: 2\n")
+    bc = {"new_pairs": 12, "replayed": 0, "from_corpus": 6, "steps": 2, "loss_first": 0.9, "loss_last": 0.7}
+    learned = {1: (0.3, 0.35, 0.1), 2: (0.4, 0.45, 0.2), 3: (0.5, 0.55, 0.3)}  # pass@1, pass@4, eval_file's pass@1
+    phases = [
+        {
+            "iteration": 2 * phase - 1,
+            "bc": bc,
+            "phase": phase,
+            "learned": {"heldout_families": evaluation(pass_1, pass_4), "eval_file": evaluation(file_1, 0.3, 20)},
+            "eval_seconds": 100.0,
+        }
+        for phase, (pass_1, pass_4, file_1) in learned.items()
+    ]
+    phases[0]["initial"] = {"heldout_families": evaluation(0.2, 0.25), "eval_file": evaluation(0.1, 0.3, 20)}
+    write_phases(run_dir, phases, tail='{"iteration": 7, "bc": {"new_pa')  # a phase being written
+    run = read_run(run_dir)
+    assert list(run.phases) == [0, 1, 2, 3] and run.learn_every == 2
+    assert any("solver.jsonl line 4 is cut short" in note for note in run.notes)
+    result = compare([run_dir], tmp_path / "out")
+    row = result["selfplay"]["runs"][0]
+    assert (row["phases"], row["learn_every"], row["attempted"]) == (3, 2, 30)
+    assert row["evaluations"] == {
+        "heldout_families": {"pass@1": (0.2, 0.5), "pass@4": (0.25, 0.55)},
+        "eval_file": {"pass@1": (0.1, 0.3), "pass@4": (0.3, 0.3)},
+    }
+    report = result["report"].read_text()
+    assert "![The Solvers' pass rates, their evaluations over BC phases, and R_n](selfplay.png)" in report
+    table = [
+        "| balanced (w_d=1, w_n=1) | initial Solver | current Solver |",
+        "|---|--:|--:|",
+        "| BC phases | 0 | 3 (one after every 2 iterations) |",
+        "| pass rate 1/D, mean of the last 30 of the 30 puzzles the initial Solver attempted | 0.250 | 0.500 |",
+        "| heldout_families pass@1 | 0.200 | 0.500 |",
+        "| heldout_families pass@4 | 0.250 | 0.550 |",
+        "| eval_file pass@1 | 0.100 | 0.300 |",
+        "| eval_file pass@4 | 0.300 | 0.300 |",
+        "",
+        "## Puzzles at the end of training",
+    ]
+    assert "\n".join(table) in report
+
+
+def test_selfplay_png_only_when_a_run_has_the_fields(tmp_path):
+    old = write_run(tmp_path, "none", [puzzle(i) for i in range(1, 41)])
+    result = compare([old], tmp_path / "old_out")
+    assert result["selfplay"] is None and not (tmp_path / "old_out" / "selfplay.png").exists()
+    assert "Self-play" not in result["report"].read_text()
+
+    # a fixed Solver (solver.learn_every 0): D is D_initial, and no solver.jsonl
+    fixed = write_run(tmp_path, "novelty", [selfplay_puzzle(i, 4.0, 4.0) for i in range(1, 41)])
+    (fixed / "config.yaml").write_text((fixed / "config.yaml").read_text() + "solver:\n  learn_every: 0\n")
+    result = compare([old, fixed], tmp_path / "out")
+    height, width, _ = imread(result["selfplay"]["figure"]).shape
+    assert result["selfplay"]["figure"] == tmp_path / "out" / "selfplay.png" and width > 3 * height > 0
+    (row,) = result["selfplay"]["runs"]
+    assert (row["label"], row["phases"], row["evaluations"]) == ("novelty (w_d=1, w_n=1)", 0, {})
+    assert row["pass_rate"] == {"current": 0.25, "initial": 0.25}
+    report = result["report"].read_text()
+    assert "| BC phases | 0 | 0 (fixed: `solver.learn_every` 0) |" in report
+    assert "| none (w_d=1, w_n=1) | initial Solver |" not in report
+
+
+def test_old_runs_outputs_are_unchanged(tmp_path):
+    records = [puzzle(1, r_d=0.5), puzzle(2, valid=False, difficulty=None)]
+    old = compare([write_run(tmp_path / "old", "balanced", records)], tmp_path / "old_out")
+    assert old["report"].read_text() == OLD_REPORT + "\n"
+    # the same run with self-play's fields: figure.png and the rest of the report as before
+    fields = [{"initial_attempted": True, "D_initial": 4.0}, {"initial_attempted": False, "D_initial": None}]
+    new_records = [record | extra for record, extra in zip(records, fields)]
+    new = compare([write_run(tmp_path / "new", "balanced", new_records)], tmp_path / "new_out")
+    assert new["figure"].read_bytes() == old["figure"].read_bytes()
+    before, section = new["report"].read_text().split("## Self-play\n")
+    assert before + section[section.index("## Puzzles") :] == OLD_REPORT + "\n"
