@@ -52,13 +52,13 @@ class SolverConfig:
     # Self-play (docs/selfplay.md): the Solver learns by behavioural cloning on the judge's passes
     learn_every: int = 0  # 0: the Solver stays the initial weights; N: a BC phase after every N Setter iterations
     lora_rank: int = 16  # the learning Solver's LoRA adapters, on every linear layer but the output layer
-    bc_lr: float = 1e-4  # AdamW, on the adapters
+    bc_lr: float = 5e-4  # AdamW, on the adapters (the warm start trained its LoRA at 1e-3)
     bc_batch_size: int = 16  # sequences per BC step, over all ranks
     bc_epochs: int = 1  # passes over a phase's sequences
     solutions_per_puzzle: int = 2  # at most this many distinct passing solutions of a puzzle enter the BC data
-    replay_ratio: float = 1.0  # older verified pairs per new pair in a phase (all of them, if fewer)
-    corpus_ratio: float = 0.5  # training-split puzzles of our corpus (the warm start's data) per new pair
-    rejudge_share: float = 1.0  # share of valid puzzles the initial Solver also attempts, for D_initial
+    replay_ratio: float = 0.5  # older verified pairs per new pair in a phase (all of them, if fewer)
+    corpus_ratio: float = 0.25  # training-split puzzles of our corpus (the warm start's data) per new pair
+    rejudge_share: float = 0.25  # share of valid puzzles the initial Solver also attempts, for D_initial
     eval_heldout: int = 100  # held-out-family puzzles of our corpus the Solver attempts after each phase (0: none)
     eval_file: str | None = None  # a P3-format puzzles file also evaluated after each phase (never trained on)
     eval_limit: int | None = None  # only the first N puzzles of eval_file

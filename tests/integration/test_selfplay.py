@@ -29,6 +29,9 @@ SELFPLAY = (
     "solver.bc_batch_size=2",
     "solver.eval_attempts=2",
     "solver.solutions_per_puzzle=5",
+    "solver.rejudge_share=1",
+    "solver.replay_ratio=1",
+    "solver.corpus_ratio=0.5",
     "ppo.ppo_epochs=1",
 )
 
