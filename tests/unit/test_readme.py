@@ -81,9 +81,19 @@ def test_every_config_file_is_documented_and_every_config_named_exists():
     named = set(re.findall(r"configs/(\w+)\.yaml", README))
     assert named <= files, f"configs the README names but configs/ lacks: {named - files}"
     training = section("Training the Setter")
-    presets = [row[0].strip("`") for row in table(training, "preset")]
+    presets = [row[0].strip("`") for row in table(training, "preset") + table(training, "self-play preset")]
     scales = [row[1].strip("`").removesuffix(".yaml") for row in table(training, "scale")]
     assert set(presets) | set(scales) == files
+
+
+def test_the_self_play_presets_differ_only_in_whether_the_solver_learns():
+    (learning, learns), (fixed, stays) = table(section("Training the Setter"), "self-play preset")
+    a, b = config_of(learning.strip("`")), config_of(fixed.strip("`"))
+    assert (
+        learns.startswith("learns") and a.solver.learn_every == 2 and stays.startswith("fixed") and not b.solver.learns
+    )
+    assert (a.reward, a.trainer.iterations, a.rollout) == (b.reward, b.trainer.iterations, b.rollout)
+    assert (a.reward.w_difficulty, a.reward.w_novelty, a.trainer.iterations) == (1, 1, 16)
 
 
 def test_the_preset_table_is_the_sweeps_presets_with_the_weights_their_files_set():
