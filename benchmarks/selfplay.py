@@ -17,9 +17,8 @@ def bench_selfplay(config: str = "configs/selfplay.yaml") -> dict:
     from codeplay_lightning.train import resolved_precision
 
     loaded = load_config([Path(config)])
-    period = loaded.solver.learn_every
     overrides = (
-        f"trainer.iterations={period}",
+        f"trainer.iterations={loaded.solver.learn_every}",
         "solver.eval_heldout=0",
         f"trainer.precision={resolved_precision(loaded.trainer)}",
     )
@@ -29,19 +28,23 @@ def bench_selfplay(config: str = "configs/selfplay.yaml") -> dict:
         (run_dir,) = runs.glob("*/version_0")
         records = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
         (phase,) = [json.loads(line) for line in (run_dir / "solver.jsonl").read_text().splitlines()]
+    return {"config": config, "rejudge_share": loaded.solver.rejudge_share, **selfplay_costs(records, phase)}
+
+
+def selfplay_costs(records: list[dict], phase: dict) -> dict:
+    """From the iterations.jsonl records of one BC period and its solver.jsonl record: the re-judge's and the BC
+    phase's seconds, the rest of the iterations' (the evaluations left out too), and their ratio."""
     seconds = sum(record["seconds"] for record in records)
     rejudge = sum(record["initial_solver_seconds"] for record in records)
+    learning = sum(record.get("solver_learning_seconds", 0.0) for record in records)  # BC and evaluations
     bc = phase["bc"]["seconds"]
-    rest = seconds - rejudge - sum(record.get("solver_learning_seconds", 0.0) for record in records)
+    rest = seconds - rejudge - learning
     return {
-        "config": config,
-        "iterations": period,
-        "rejudge_share": loaded.solver.rejudge_share,
+        "iterations": len(records),
         "seconds": seconds,
         "rejudge_seconds": rejudge,
         "bc_seconds": bc,
         "bc": phase["bc"],
         "rest_seconds": rest,
         "added_over_rest": (rejudge + bc) / rest,
-        "records": records,
     }

@@ -86,3 +86,16 @@ def test_the_iteration_flops_count_each_token_once_where_the_loop_needs_it(tmp_p
     }
     per_token = flops_per_token(tiny_llama.config) / 1e9
     assert gflop == pytest.approx({phase: count * per_token for phase, count in expected_tokens.items()})
+
+
+def test_the_selfplay_costs_count_the_rejudge_and_bc_against_the_rest_by_hand():
+    from benchmarks.selfplay import selfplay_costs
+
+    records = [  # two iterations; the second ends with the BC phase (30 s) and its evaluations (20 s)
+        {"seconds": 100.0, "initial_solver_seconds": 10.0},
+        {"seconds": 150.0, "initial_solver_seconds": 12.0, "solver_learning_seconds": 50.0},
+    ]
+    costs = selfplay_costs(records, {"bc": {"seconds": 30.0, "steps": 3}})
+    rest = 250 - 22 - 50  # without the re-judges, the phase and the evaluations
+    assert (costs["iterations"], costs["rest_seconds"], costs["rejudge_seconds"]) == (2, rest, 22)
+    assert costs["added_over_rest"] == pytest.approx((22 + 30) / rest)
