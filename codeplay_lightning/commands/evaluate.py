@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--split", help="only the entries of a corpus file in this split (train, heldout_instances, heldout_families)"
     )
+    parser.add_argument(
+        "--p3-split", metavar="SPLIT_JSON", help="P3's split.json: --split train or test picks P3 classes"
+    )
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N puzzles (after --split)")
     parser.add_argument(
         "--attempts",
@@ -109,7 +112,7 @@ def _evaluate_solver(args: argparse.Namespace, solver: FewShotSolver, bar: Progr
     for entry in read_puzzle_file(args.puzzles):
         if entry.problem:
             console.print(f"[yellow]skipped:[/yellow] {entry.problem}", highlight=False)
-    puzzles = puzzles_to_solve(args.puzzles, args.split, args.limit)
+    puzzles = puzzles_to_solve(args.puzzles, args.split, args.limit, args.p3_split)
     _, groups = split_and_groups(args.puzzles)
     task = bar.add_task("solving", total=len(puzzles) * args.attempts)
     return evaluate_solver(puzzles, solver, groups, on_batch_done=lambda done, total: bar.update(task, completed=done))

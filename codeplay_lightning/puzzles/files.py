@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from codeplay_lightning.puzzles import Puzzle, load_p3
+from codeplay_lightning.puzzles import Puzzle, load_p3, load_p3_split
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,20 @@ def split_and_groups(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
     return splits, groups
 
 
-def puzzles_to_solve(path: str | Path, split: str | None = None, limit: int | None = None) -> list[Puzzle]:
-    """The distinct puzzles of a puzzle file (by name, in file order), only those of `split` when given (our corpus
-    files have one), at most `limit`; the entries that are not puzzles are left out (see `read_puzzle_file`)."""
+def puzzles_to_solve(
+    path: str | Path, split: str | None = None, limit: int | None = None, p3_split: str | Path | None = None
+) -> list[Puzzle]:
+    """The distinct puzzles of a puzzle file (by name, in file order), only those of `split` when given, at most
+    `limit`; the entries that are not puzzles are left out (see `read_puzzle_file`). The split is the entries'
+    own (our corpus files have one), or with `p3_split` (P3's split.json) their class's in it."""
     entries = read_puzzle_file(path)
     splits, _ = split_and_groups(path)
+    if p3_split is not None:
+        part_of = {name: part for part, names in load_p3_split(p3_split).items() for name in names}
+        splits = {e.name: part_of.get(e.name.split(":")[0], "neither") for e in entries}
     if split is not None:
         if not splits:
-            raise ValueError(f"--split: {path} has no split field")
+            raise ValueError(f"--split: {path} has no split field (a P3 puzzles.json takes --p3-split)")
         if split not in set(splits.values()):
             raise ValueError(f"--split {split!r}: {path} has the splits {sorted(set(splits.values()))}")
     puzzles = list(

@@ -406,3 +406,17 @@ def test_solver_stops_after_g_but_not_at_a_blank_line_inside_it(generated: str, 
 def test_few_shot_examples_need_a_solution():
     with pytest.raises(ValueError, match="few-shot example 'bare' has no solution"):
         setter_prompt([*EXAMPLES, Puzzle(name="bare", f="def f(x):\n    return True")])
+
+
+def test_the_puzzles_to_solve_of_a_p3_split_are_its_classes_instances():
+    from codeplay_lightning.puzzles.files import puzzles_to_solve
+
+    split = json.loads((P3_SMALL / "split.json").read_text())
+    raw = [entry["name"] for entry in json.loads((P3_SMALL / "puzzles.json").read_text())]
+    for part in ("train", "test"):
+        chosen = puzzles_to_solve(P3_SMALL / "puzzles.json", part, p3_split=P3_SMALL / "split.json")
+        assert [p.name for p in chosen] == [name for name in raw if name.split(":")[0] in split[part]]
+    assert len(puzzles_to_solve(P3_SMALL / "puzzles.json", "neither", p3_split=P3_SMALL / "split.json")) == 1
+    assert len(puzzles_to_solve(P3_SMALL / "puzzles.json", "test", limit=2, p3_split=P3_SMALL / "split.json")) == 2
+    with pytest.raises(ValueError, match="takes --p3-split"):
+        puzzles_to_solve(P3_SMALL / "puzzles.json", "test")
