@@ -105,9 +105,11 @@ class SelfPlay:
 
     def evaluate(self, rank: int, world_size: int) -> dict[str, dict]:
         """pass@1 and pass@K of the learner's weights as they are now, on each evaluation set, every rank
-        attempting its share of the puzzles; sampling is seeded by the run's seed, the evaluation's count and the
-        rank, apart from the rollout's generator (evaluating does not change what the run samples)."""
-        generator = torch.Generator().manual_seed((self.seed * 1000 + self.evaluations) * 1000 + rank)
+        attempting its share of the puzzles. Every evaluation samples from a generator seeded alike (by the run's
+        seed and the rank), apart from the rollout's (evaluating does not change what the run samples): each row
+        draws the same random numbers at every evaluation, so two evaluations differ by the weights alone, not by
+        the draws (common random numbers: a paired comparison of phases)."""
+        generator = torch.Generator().manual_seed(self.seed * 1000 + rank)
         llm = HFLLM(
             self.learner.sampler,
             self.learner.tokenizer,
