@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import re
 from collections import defaultdict
@@ -26,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
+from codeplay_lightning.rewards.functions import pass_rate
 
 WINDOW = 200  # puzzles in the trailing mean, as the paper's curves
 LAST = 100  # the "end of training" that the table's distinct count and the samples come from
@@ -231,7 +234,8 @@ def pass_rates(puzzles: list[dict]) -> tuple[list[int], list[float], list[float]
 
 
 def _pass_rate(difficulty: float | None) -> float:
-    return 0.0 if difficulty is None else 1 / difficulty
+    """`pass_rate` of a logged D (null: unsolved)."""
+    return pass_rate(math.inf if difficulty is None else difficulty)
 
 
 def evaluation_curves(phases: dict[int, dict[str, dict]]) -> dict[tuple[str, str], list[tuple[int, float]]]:

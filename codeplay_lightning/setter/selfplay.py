@@ -22,6 +22,7 @@ from codeplay_lightning.config import SolverConfig
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import HFLLM
 from codeplay_lightning.puzzles import Puzzle
+from codeplay_lightning.rewards import pass_rate
 from codeplay_lightning.setter.ranks import from_every_rank
 from codeplay_lightning.solver import FewShotSolver, Solver, SolverResult, solver_sampling
 from codeplay_lightning.solver.evaluation import solver_summary
@@ -57,7 +58,7 @@ def initial_difficulties(
 def mean_pass_rate(difficulties: Sequence[float | None]) -> float:
     """The mean of 1/D over the puzzles attempted (0 for an unsolved one); NaN when none was."""
     attempted = [difficulty for difficulty in difficulties if difficulty is not None]
-    return sum(0.0 if d == math.inf else 1 / d for d in attempted) / len(attempted) if attempted else math.nan
+    return sum(map(pass_rate, attempted)) / len(attempted) if attempted else math.nan
 
 
 @dataclass
