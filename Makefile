@@ -9,7 +9,7 @@ OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
-.PHONY: help install install-server train tensorboard test test-integration test-full lint bench compare sweep warmstart clean
+.PHONY: help install install-server train tensorboard test test-integration test-full lint bench compare sweep warmstart warmstart-synthesis clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -36,11 +36,25 @@ train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|nove
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
 
 WARMSTART := runs/warmstart
-warmstart: $(BIN)/codeplay ## rebuild the shipped smollm2-135m-sft adapter: our corpus (seed 0), LoRA SFT, one epoch (about two hours here)
-	$(BIN)/codeplay corpus --n 6000 --seed 0 --out $(WARMSTART)/corpus.json
+$(WARMSTART)/corpus.json: | $(BIN)/codeplay
+	$(BIN)/codeplay corpus --n 6000 --seed 0 --out $@
+
+warmstart: $(WARMSTART)/corpus.json ## rebuild both shipped adapters: smollm2-135m-sft (our corpus, LoRA SFT, one epoch: about two hours on AMX cores), then warmstart-synthesis
+	rm -rf $(WARMSTART)/model
 	$(BIN)/codeplay sft $(WARMSTART)/corpus.json --model smollm2-135m --lora-rank 16 --steps 320 --block 1024 --batch-size 4 --out $(WARMSTART)/model
 	cp $(WARMSTART)/model/adapter/adapter_config.json $(WARMSTART)/model/adapter/adapter_model.safetensors \
 	   $(WARMSTART)/model/sft.json codeplay_lightning/models/warmstart/
+	$(MAKE) warmstart-synthesis
+
+SYNTHESIS := runs/warmstart-synthesis
+warmstart-synthesis: $(WARMSTART)/corpus.json ## rebuild the smollm2-135m-gif adapter on the shipped warm start: the Solver's failed tries and corrupted solutions of training puzzles as generate / improve / fix examples, LoRA SFT, one epoch
+	rm -rf $(SYNTHESIS)
+	$(BIN)/codeplay evaluate --puzzles $(WARMSTART)/corpus.json --split train --limit 300 --attempts 4 --llm smollm2-135m-sft --out $(SYNTHESIS)/attempts
+	$(BIN)/codeplay actions $(WARMSTART)/corpus.json --attempts $(SYNTHESIS)/attempts/puzzles.jsonl --per-action 300 --seed 0 --out $(SYNTHESIS)/actions.jsonl
+	$(BIN)/codeplay sft $(SYNTHESIS)/actions.jsonl --model smollm2-135m-sft --lora-rank 16 --steps 150 --block 1024 --batch-size 4 --out $(SYNTHESIS)/model
+	mkdir -p codeplay_lightning/models/synthesis
+	cp $(SYNTHESIS)/model/adapter/adapter_config.json $(SYNTHESIS)/model/adapter/adapter_model.safetensors \
+	   $(SYNTHESIS)/model/sft.json codeplay_lightning/models/synthesis/
 
 tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets overlay)
 	$(BIN)/tensorboard --logdir runs

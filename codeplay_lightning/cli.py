@@ -13,16 +13,31 @@ import argparse
 import sys
 from types import ModuleType
 
-from codeplay_lightning.commands import bench, compare, corpus, cwm, evaluate, sft, sweep, synthesize, train, verify
+from codeplay_lightning.commands import (
+    actions,
+    bench,
+    compare,
+    corpus,
+    cwm,
+    evaluate,
+    sft,
+    sweep,
+    synthesis_table,
+    synthesize,
+    train,
+    verify,
+)
 from codeplay_lightning.commands.output import printable
 
 COMMANDS: dict[str, ModuleType] = {
     "train": train,
     "verify": verify,
     "corpus": corpus,
+    "actions": actions,
     "sft": sft,
     "evaluate": evaluate,
     "synthesize": synthesize,
+    "synthesis-table": synthesis_table,
     "bench": bench,
     "compare": compare,
     "sweep": sweep,

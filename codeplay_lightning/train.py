@@ -22,7 +22,7 @@ from codeplay_lightning.config import ConfigError, TrainConfig, TrainerConfig, t
 from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
-from codeplay_lightning.models import load_causal_lm, native_bf16
+from codeplay_lightning.models import load_causal_lm, mixed_precision
 from codeplay_lightning.puzzles import (
     Puzzle,
     fewshot_puzzles,
@@ -245,12 +245,11 @@ def _selfplay(
 
 
 def resolved_precision(trainer: TrainerConfig) -> str:
-    """`trainer.precision`, with `auto` made bf16-mixed where the device the run trains on computes bfloat16
-    natively and 32-true elsewhere (on an AVX2 CPU, bf16 autocast made the PPO update 8x slower)."""
+    """`trainer.precision`, with `auto` the `mixed_precision` of the device the run trains on."""
     if trainer.precision != "auto":
         return trainer.precision
     gpu = trainer.accelerator in ("gpu", "cuda") or trainer.accelerator == "auto" and torch.cuda.is_available()
-    return "bf16-mixed" if native_bf16("cuda" if gpu else "cpu") else "32-true"
+    return mixed_precision("cuda" if gpu else "cpu")
 
 
 def _solver(

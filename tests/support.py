@@ -21,6 +21,10 @@ from codeplay_lightning.setter.rollout import Episode, ScoredPuzzle
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"  # the presets, for load_config
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
+TURNS_CHAT_TEMPLATE = (  # for the char tokenizer: every turn ends with its eos token, as SmolLM2's with <|im_end|>
+    "{% for message in messages %}<{{ message['role'] }}>{{ message['content'] }}<eos>\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
 
 
 def build_char_tokenizer() -> PreTrainedTokenizerFast:

@@ -1,4 +1,5 @@
-"""`codeplay sft CORPUS... --out DIR`: fine-tune a model on puzzles, in the prompts' few-shot format."""
+"""`codeplay sft SOURCE... --out DIR`: fine-tune a model on puzzles, in the prompts' few-shot format, and on
+examples of the code search's actions (`codeplay actions`), in its prompts."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ import logging
 from codeplay_lightning.allocator import keep_freed_memory_on_cpu
 from codeplay_lightning.config import EMBEDDED_ALIAS
 
-HELP = "supervised fine-tuning on puzzles, in the prompts' few-shot format"
+HELP = "supervised fine-tuning on puzzles in the prompts' few-shot format, and on the code search's actions"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "sources",
         nargs="+",
-        metavar="CORPUS",
-        help="our corpus JSON (its train split), P3's puzzles.json (with --p3-split), or JSONL of {f, g}",
+        metavar="SOURCE",
+        help="our corpus JSON (its train split), P3's puzzles.json (with --p3-split), JSONL of {f, g}, or the "
+        "JSONL of action examples that codeplay actions writes",
     )
     parser.add_argument("--model", default=EMBEDDED_ALIAS, help="hub id, local directory or smollm2-135m")
     parser.add_argument("--out", required=True, help="output directory: a model spec usable everywhere")
@@ -27,7 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=8, help="packed sequences per step")
     parser.add_argument("--block", type=int, default=512, help="tokens per packed sequence at most")
     parser.add_argument("--lr", type=float, default=0.0, help="peak learning rate (default: 1e-3 LoRA, 5e-5 full)")
-    parser.add_argument("--precision", default="bf16-mixed", help="Lightning precision: bf16-mixed, 32-true, ...")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        help="Lightning precision: bf16-mixed, 32-true, ..., or auto: bf16-mixed where the device computes "
+        "bfloat16 natively (GPUs from Ampere, AMX CPUs), else 32-true (default)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true", help="continue OUT/checkpoints/last.ckpt")
 

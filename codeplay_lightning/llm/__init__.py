@@ -4,7 +4,7 @@
 (`OpenAILLM`, spec `openai:BASE_URL#MODEL`), and decides once whether prompts go as chat messages.
 """
 
-from codeplay_lightning.llm.backends import HFLLM, OPENAI_PREFIX, OpenAILLM, load_llm
+from codeplay_lightning.llm.backends import HFLLM, OPENAI_PREFIX, OpenAILLM, chat_text, load_llm
 from codeplay_lightning.llm.interface import LLM, LLMUsage
 
-__all__ = ["HFLLM", "LLM", "OPENAI_PREFIX", "LLMUsage", "OpenAILLM", "load_llm"]
+__all__ = ["HFLLM", "LLM", "OPENAI_PREFIX", "LLMUsage", "OpenAILLM", "chat_text", "load_llm"]

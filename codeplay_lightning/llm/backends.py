@@ -23,6 +23,12 @@ OPENAI_PREFIX = "openai:"
 MAX_API_STOP_STRINGS = 4  # the OpenAI API rejects requests with more
 
 
+def chat_text(tokenizer: PreTrainedTokenizerBase, prompt: str) -> str:
+    """`prompt` as a single user message through the tokenizer's chat template, up to the assistant's turn."""
+    messages = [{"role": "user", "content": prompt}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
 class HFLLM:
     """A local causal LM sampled with `models.sampling.sample`, `batch_size` prompts at a time.
 
@@ -57,7 +63,7 @@ class HFLLM:
         if not prompts:
             return []  # the tokenizer refuses an empty batch
         started = time.perf_counter()
-        texts = [self._chat_text(prompt) for prompt in prompts] if self.chat else list(prompts)
+        texts = [chat_text(self.tokenizer, prompt) for prompt in prompts] if self.chat else list(prompts)
         row_generators = None
         if self.generator is not None:
             seeds = torch.randint(0, 2**62, (len(texts),), generator=self.generator).tolist()
@@ -80,10 +86,6 @@ class HFLLM:
         self.usage.calls += len(prompts)
         self.usage.seconds += time.perf_counter() - started
         return completions
-
-    def _chat_text(self, prompt: str) -> str:
-        messages = [{"role": "user", "content": prompt}]
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 class OpenAILLM:

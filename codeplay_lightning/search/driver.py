@@ -12,7 +12,9 @@ from codeplay_lightning.search.baselines import PlainSampling, WorldCoder
 from codeplay_lightning.search.gif_mcts import GifMcts, GifMctsConfig, SearchResult
 from codeplay_lightning.search.tasks import Task
 
-METHODS = ("gif-mcts", "worldcoder", "sample")
+# The paper's method, its baselines (§5.1) and its ablations, each without one action type (app. B, table 6).
+ABLATIONS = {f"gif-mcts-no-{action}": action for action in ("generate", "improve", "fix")}
+METHODS = ("gif-mcts", "worldcoder", "sample", *ABLATIONS)
 
 
 class Search(Protocol):
@@ -39,6 +41,9 @@ def make_search(method: str, task: Task, budget: int, seed: int = 0) -> Search:
     """A search of `method` (one of METHODS) on `task` with a budget of `budget` LLM calls."""
     if method == "gif-mcts":
         return GifMcts(task, GifMctsConfig(budget=budget), seed=seed)
+    if method in ABLATIONS:
+        actions = tuple(action for action in GifMctsConfig.actions if action != ABLATIONS[method])
+        return GifMcts(task, GifMctsConfig(budget=budget, actions=actions), seed=seed)
     if method == "worldcoder":
         return WorldCoder(task, budget=budget, seed=seed)
     if method == "sample":

@@ -51,10 +51,18 @@ class GifMctsConfig:
     max_fixes: int = 3  # f: fixes allowed in a row (table 4)
     buggy_value: float = 0.99  # first temporary value of a buggy node (app. A)
     weight_lr: float = 1.0  # step size of the online w_G / w_L fit (ours: the paper gives none)
+    # The action types below the root, which always generates once; the paper's ablations (app. B, table 6) leave
+    # one of the three out.
+    actions: tuple[str, ...] = ("generate", "improve", "fix")
 
     def __post_init__(self):
         if self.budget < 1 or self.new_lines < 1 or self.max_fixes < 1 or self.prior_count < 0:
             raise ValueError(f"invalid GifMctsConfig: {self}")
+        if not set(self.actions) <= {GENERATE, IMPROVE, FIX} or not {GENERATE, IMPROVE} & set(self.actions):
+            raise ValueError(
+                f"GifMctsConfig.actions must be some of generate, improve, fix, with generate or improve; "
+                f"got {self.actions}"
+            )
 
 
 @dataclass(eq=False)
@@ -191,12 +199,16 @@ class GifMcts:
 
     def actions(self, node: Node) -> list[str]:
         """Unexpanded actions (app. A): the root only generates; a healthy node always has a fresh
-        generate and improve (progressive widening); a buggy node has a single fix, up to f in a row."""
+        generate and improve (progressive widening); a buggy node has a single fix, up to f in a row.
+        Only the types in `config.actions`; the root generates the first program anyway (paper app. B), and again
+        when no node below it can be expanded (ours: a dead tree without generate could not spend its budget)."""
         if node.action == ROOT:
-            return [GENERATE]
+            can_generate = GENERATE in self.config.actions or not any(self.alive(c) for c in node.children)
+            return [GENERATE] if can_generate else []
         if not node.buggy:
-            return [GENERATE, IMPROVE]
-        return [FIX] if not node.children and node.fix_depth < self.config.max_fixes else []
+            return [action for action in (GENERATE, IMPROVE) if action in self.config.actions]
+        can_fix = FIX in self.config.actions and not node.children and node.fix_depth < self.config.max_fixes
+        return [FIX] if can_fix else []
 
     def alive(self, node: Node) -> bool:
         """False for a buggy chain whose fixes ran out: selecting it could expand nothing."""
@@ -331,9 +343,10 @@ class GifMcts:
 
     def to_json(self) -> str:
         """The search as a record: its counts, the fitted w_G / w_L and the whole tree."""
+        missing = [action for action in (GENERATE, IMPROVE, FIX) if action not in self.config.actions]
         return json.dumps(
             {
-                "method": "gif-mcts",
+                "method": "gif-mcts" + "".join(f"-no-{action}" for action in missing),  # an ablation's name
                 "calls": self.calls,
                 "solved_at": self.solved_at,
                 "weights": self.weights,

@@ -20,7 +20,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from codeplay_lightning.sft.data import pack, training_puzzles
+from codeplay_lightning.sft.data import Packed, pack, pack_examples, training_data
 from codeplay_lightning.sft.module import SFTModule
 
 log = logging.getLogger("codeplay_lightning")
@@ -34,7 +34,7 @@ class SFTConfig:
     block: int = 512  # tokens per packed sequence at most
     lr: float = 0.0  # 0: 1e-3 with LoRA, 5e-5 without
     warmup_steps: int = 20
-    precision: str = "bf16-mixed"
+    precision: str = "auto"  # Lightning's; auto: bf16-mixed where the device computes bfloat16 natively, else 32-true
     seed: int = 0
     checkpoint_every: int = 25  # steps between writes of checkpoints/last.ckpt
 
@@ -63,21 +63,25 @@ def fine_tune(
         raise ValueError(f"{out} already holds a trained model; choose another --out")
     if not resume and checkpoint.exists():
         raise ValueError(f"{out} holds an unfinished run: pass --resume to continue it")
-    puzzles = training_puzzles(sources, p3_split)
+    puzzles, examples = training_data(sources, p3_split)
     L.seed_everything(config.seed, workers=True, verbose=False)
     if model is None:
         from codeplay_lightning.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(model_spec)
     sequences, too_long = pack(tokenizer, puzzles, config.block, config.seed)
+    action_sequences, examples_too_long = pack_examples(tokenizer, examples, config.block, config.seed)
+    sequences += action_sequences
     log.info(
-        "sft: %d puzzles packed into %d sequences of at most %d tokens (%d tokens); %d puzzles longer "
-        "than a block left out",
+        "sft: %d puzzles and %d action examples packed into %d sequences of at most %d tokens (%d tokens); "
+        "%d puzzles and %d examples longer than a block left out",
         len(puzzles) - too_long,
+        len(examples) - examples_too_long,
         len(sequences),
         config.block,
-        sum(map(len, sequences)),
+        sum(len(sequence.ids) for sequence in sequences),
         too_long,
+        examples_too_long,
     )
     if config.lora_rank:
         from peft import LoraConfig, get_peft_model
@@ -106,7 +110,7 @@ def fine_tune(
         raise ValueError(f"{len(sequences)} packed sequences are fewer than one batch of {config.batch_size}")
     trainer = L.Trainer(
         max_steps=config.steps,
-        precision=config.precision,
+        precision=resolved_precision(config.precision),
         accelerator="auto",
         devices=1,
         logger=TensorBoardLogger(out, name="logs", version=0, default_hp_metric=False),
@@ -130,6 +134,8 @@ def fine_tune(
         "config": asdict(config) | {"lr": config.learning_rate},  # the rate used, not 0 for "default"
         "puzzles": len(puzzles) - too_long,
         "too_long": too_long,
+        "action_examples": len(examples) - examples_too_long,
+        "action_examples_too_long": examples_too_long,
         "sequences": len(sequences),
         "steps": trainer.global_step,
         "final_loss": float(trainer.callback_metrics.get("sft/loss", float("nan"))),
@@ -139,15 +145,25 @@ def fine_tune(
     return out
 
 
-def collate(rows: Sequence[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+def resolved_precision(precision: str) -> str:
+    """`precision`, with `auto` the `mixed_precision` of the device Lightning's `accelerator="auto"` picks."""
+    if precision != "auto":
+        return precision
+    from codeplay_lightning.models import mixed_precision
+
+    return mixed_precision("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def collate(rows: Sequence[Packed], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded batch; padding is masked from attention and from the loss (label -100)."""
-    width = max(map(len, rows))
+    width = max(len(row.ids) for row in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for row, ids in enumerate(rows):
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    for row, (ids, row_labels) in enumerate(rows):
         input_ids[row, : len(ids)] = torch.tensor(ids)
         attention_mask[row, : len(ids)] = 1
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
+        labels[row, : len(ids)] = torch.tensor(row_labels)
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 

@@ -9,13 +9,15 @@ import pytest
 import torch
 from peft import PeftModel
 from safetensors.torch import load_file
+from support import TURNS_CHAT_TEMPLATE
 
 from codeplay_lightning.corpus import FAMILIES
 from codeplay_lightning.corpus.build import draw, p3_entry
 from codeplay_lightning.models import load_causal_lm
 from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.sft import SFTConfig, fine_tune
-from codeplay_lightning.sft.data import pack, training_puzzles
+from codeplay_lightning.sft.actions import action_examples
+from codeplay_lightning.sft.data import pack, pack_examples, training_puzzles
 from codeplay_lightning.sft.module import SFTModule
 from codeplay_lightning.sft.run import collate
 
@@ -155,7 +157,33 @@ def test_packing_keeps_every_puzzle_once_but_leaves_out_a_puzzle_longer_than_a_b
     huge = Puzzle("huge", "def f(x: int):\n    return x == " + "9" * 500, ("def g():\n    return 0",), "int")
     sequences, too_long = pack(char_tokenizer, [*puzzles, huge], SMALL["block"], seed=0)
     assert too_long == 1
-    assert all(len(sequence) <= SMALL["block"] for sequence in sequences)
+    assert all(len(sequence.ids) <= SMALL["block"] and sequence.labels == sequence.ids for sequence in sequences)
     # Every other puzzle is packed exactly once, whole.
-    packed_text = "".join(char_tokenizer.decode(sequence) for sequence in sequences)
+    packed_text = "".join(char_tokenizer.decode(sequence.ids) for sequence in sequences)
     assert all(packed_text.count(puzzle.f) == 1 for puzzle in puzzles) and huge.f not in packed_text
+
+
+def test_sft_on_action_examples_learns_their_responses(tmp_path, corpus_file, tiny_llama, char_tokenizer, sandbox):
+    """`codeplay actions`' examples next to a corpus: both are trained on, the examples' loss on their responses
+    (the prompts' labels are -100: `test_sft_actions.py`) falls."""
+    examples, _ = action_examples(training_puzzles([corpus_file])[::2], sandbox, per_action=3, seed=0)
+    actions = tmp_path / "actions.jsonl"
+    actions.write_text("".join(json.dumps(example.__dict__) + "\n" for example in examples))
+    tokenizer = copy.deepcopy(char_tokenizer)
+    tokenizer.chat_template = TURNS_CHAT_TEMPLATE
+    block = 3000
+    sequences, too_long = pack_examples(tokenizer, examples, block, seed=0)
+    assert too_long == 0
+    before = mean_loss(tiny_llama, tokenizer, sequences)
+    out = fine_tune(
+        [str(corpus_file), str(actions)],
+        "tiny",
+        tmp_path / "out",
+        SFTConfig(**SMALL | {"block": block, "steps": 20}),
+        model=copy.deepcopy(tiny_llama),
+        tokenizer=tokenizer,
+    )
+    record = json.loads((out / "sft.json").read_text())
+    assert record["puzzles"] == 23 and record["action_examples"] == len(examples) == 9
+    trained, _ = load_causal_lm(str(out))
+    assert mean_loss(trained, tokenizer, sequences) < 0.8 * before

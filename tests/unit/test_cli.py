@@ -235,11 +235,36 @@ def test_evaluate_setter_reports_rates(tmp_path, tiny_model_dir):
     assert all(row["r_n"] >= 0 for row in rows)
 
 
-def test_the_warmstart_alias_without_its_adapter_says_how_to_build_it(tmp_path):
-    from codeplay_lightning.models.loading import warmstart_model_dir
+def test_the_adapter_aliases_without_their_adapters_say_how_to_build_them(tmp_path):
+    from codeplay_lightning.models.loading import synthesis_model_dir, warmstart_model_dir
 
-    with pytest.raises(FileNotFoundError, match="make warmstart"):
+    with pytest.raises(FileNotFoundError, match="smollm2-135m-sft needs .*: run `make warmstart`"):
         warmstart_model_dir(tmp_path / "no-adapter")
+    with pytest.raises(FileNotFoundError, match="smollm2-135m-gif needs .*: run `make warmstart-synthesis`"):
+        synthesis_model_dir(tmp_path / "no-adapter")
+
+
+def test_an_adapter_alias_is_its_base_with_the_adapter_merged_once(tmp_path, tiny_model_dir, monkeypatch):
+    """How `smollm2-135m-gif` stacks its adapter on the warm start: merged into the base's weights, cached."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    from codeplay_lightning.models import load_causal_lm
+    from codeplay_lightning.models.loading import _adapted_model_dir
+
+    monkeypatch.setenv("CODEPLAY_CACHE", str(tmp_path / "cache"))
+    base, _ = load_causal_lm(str(tiny_model_dir))
+    adapted = get_peft_model(base, LoraConfig(r=2, target_modules="all-linear", init_lora_weights=False))
+    adapted.save_pretrained(tmp_path / "adapter")
+    merged_dir = _adapted_model_dir("tiny-adapted", tmp_path / "adapter", "make it", lambda: tiny_model_dir)
+    assert merged_dir.parent == tmp_path / "cache" and merged_dir.name.startswith("tiny-adapted-")
+    merged, _ = load_causal_lm(str(merged_dir))
+    fresh, _ = load_causal_lm(str(tiny_model_dir))
+    expected = PeftModel.from_pretrained(fresh, tmp_path / "adapter").merge_and_unload()
+    ids = torch.arange(3, 20).unsqueeze(0)
+    torch.testing.assert_close(merged(ids).logits, expected(ids).logits)
+    assert not torch.allclose(merged(ids).logits, load_causal_lm(str(tiny_model_dir))[0](ids).logits)
+    assert _adapted_model_dir("tiny-adapted", tmp_path / "adapter", "make it", lambda: tiny_model_dir) == merged_dir
 
 
 @pytest.mark.parametrize(

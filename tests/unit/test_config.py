@@ -70,7 +70,10 @@ def test_every_config_file_loads_and_validates(path):
         ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
         ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
         ("sandbox.workers=0", "sandbox.workers must be a whole number from 1 to 256"),
-        ("model.name='not a model!'", "is neither smollm2-135m, smollm2-135m-sft, a local directory nor a hub id"),
+        (
+            "model.name='not a model!'",
+            "is neither smollm2-135m, smollm2-135m-sft, smollm2-135m-gif, a local directory nor a hub id",
+        ),
     ],
 )
 def test_bad_overrides_are_one_line_errors(override, message):
@@ -126,10 +129,14 @@ def test_auto_precision_is_bf16_only_where_it_is_native(monkeypatch, precision, 
 
     from codeplay_lightning import train as train_module
     from codeplay_lightning.config import TrainerConfig
+    from codeplay_lightning.models import loading
+    from codeplay_lightning.sft import run as sft_run
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    monkeypatch.setattr(train_module, "native_bf16", lambda device: device in native)
+    monkeypatch.setattr(loading, "native_bf16", lambda device: device in native)
     assert train_module.resolved_precision(TrainerConfig(precision=precision, accelerator=accelerator)) == expected
+    if accelerator == "auto":  # codeplay sft trains where Lightning's accelerator="auto" puts it
+        assert sft_run.resolved_precision(precision) == expected
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from codeplay_lightning.search import (
     make_search,
     run_searches,
 )
+from codeplay_lightning.search.driver import ABLATIONS
 from codeplay_lightning.search.gif_mcts import FIX, GENERATE, IMPROVE
 from codeplay_lightning.search.tasks import DescribedTask, extract_code, generated_program
 
@@ -337,6 +338,35 @@ def test_run_searches_batches_every_search_and_matches_solo_runs():
     assert len(llm.batches) == max(result.calls for result in solo if result.calls != 4)
     assert sum(llm.batches) == sum(result.calls for result in solo) == llm.usage.calls
     assert rounds == sorted(rounds) and rounds[-1] == 4
+
+
+def test_ablations_leave_one_action_type_out_below_the_root():
+    """Paper app. B: two of the three actions; the root generates the first program in every variant."""
+    for method, missing in ABLATIONS.items():
+        tree = make_search(method, FakeTask(), budget=20)
+        llm = ScriptedLLM([BUG, gen(0.4), rewrite(0.5)] * 7)
+        run(tree, llm)
+        below_root = [node for node in tree.root.walk() if node is not tree.root]
+        assert tree.root.children[0].action == GENERATE and len(below_root) == 20
+        assert missing not in {node.action for node in below_root if node not in tree.root.children}
+        if missing != GENERATE:
+            assert {node.action for node in below_root} == {GENERATE, IMPROVE, FIX} - {missing}
+
+
+def test_without_generate_a_dead_tree_generates_again_at_the_root():
+    tree = make_search("gif-mcts-no-generate", FakeTask(), budget=6)
+    llm = ScriptedLLM([BUG, rewrite("BUG"), rewrite("BUG"), rewrite("BUG"), gen(0.3), rewrite(1)])
+    result = run(tree, llm)
+    assert [child.action for child in tree.root.children] == [GENERATE, GENERATE]  # the fixes ran out
+    assert tree.actions(tree.root) == [] and tree.actions(tree.root.children[1]) == [IMPROVE]
+    assert (result.score, result.calls) == (1.0, 6)
+
+
+def test_an_ablation_needs_generate_or_improve():
+    with pytest.raises(ValueError, match="with generate or improve"):
+        GifMctsConfig(actions=("fix",))
+    with pytest.raises(ValueError, match="some of generate, improve, fix"):
+        GifMctsConfig(actions=("generate", "rewrite"))
 
 
 def test_make_search_rejects_unknown_methods():

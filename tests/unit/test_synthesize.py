@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import random
 import shutil
 from collections import Counter
@@ -12,9 +13,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+import torch
 from support import ScriptedLLM
 
 from codeplay_lightning.cli import main
+from codeplay_lightning.experiments.synthesis_table import load_runs, synthesis_table
 from codeplay_lightning.llm import load_llm
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzles import bundled_puzzles
@@ -52,7 +55,7 @@ class KnowsSomeAnswersLLM(ScriptedLLM):
 
 def programs_in(search: dict) -> int:
     """The programs a search state holds: one per LLM call."""
-    if search["method"] == "gif-mcts":
+    if search["method"].startswith("gif-mcts"):
 
         def count(node: dict) -> int:
             return 1 + sum(count(child) for child in node["children"])
@@ -277,3 +280,90 @@ def test_cli_chat_on_a_model_without_a_chat_template_is_an_error(tiny_model_dir,
     )
     error = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
     assert error.startswith("error: ") and "chat template" in error
+
+
+# ---------------------------------------------------------------- budgets and the comparison table
+
+
+class RecordingLLM:
+    """An LLM that keeps every batch it was asked for, with its completions."""
+
+    def __init__(self, llm):
+        self.llm, self.batches = llm, []
+
+    @property
+    def usage(self):
+        return self.llm.usage
+
+    def complete(self, prompts: list[str]) -> list[str]:
+        completions = self.llm.complete(prompts)
+        self.batches.append(list(zip(prompts, completions)))
+        return completions
+
+
+@pytest.mark.parametrize("method", ["gif-mcts", "gif-mcts-no-fix", "worldcoder"])
+def test_a_run_at_a_smaller_budget_is_the_first_calls_of_a_larger_one(method, tiny_model_dir, sandbox, tmp_path):
+    """What lets one run at budget 16 report budgets 4 and 8: a tree search's first k calls do not depend on its
+    budget, and a seeded local model samples the same rows the same way."""
+
+    def batches(budget: int) -> list:
+        generator = torch.Generator().manual_seed(0)
+        llm = RecordingLLM(load_llm(str(tiny_model_dir), SamplingConfig(max_new_tokens=12), generator=generator))
+        tasks = {puzzle.name: P3Task(puzzle, sandbox) for puzzle in bundled_puzzles()[:3]}
+        synthesize(tasks, llm, SynthesisConfig(method, budget), tmp_path / str(budget), llm_spec="tiny")
+        return llm.batches
+
+    small, large = batches(3), batches(7)
+    assert len(small) == 3 and len(large) == 7 and large[:3] == small
+    assert len({completion for batch in large for _, completion in batch}) > 10  # sampled, not constant
+
+
+def write_run(directory: Path, method: str, seed: int, solved_at: dict[str, int | None], tokens: int) -> None:
+    """A synthesize output directory by hand: one task file per task, a GIF-MCTS tree whose one child solved."""
+    outcomes = []
+    (directory / "tasks").mkdir(parents=True)
+    for name, first in solved_at.items():
+        child = {"action": "improve", "score": 1.0 if first else 0.0, "children": []}
+        search = {"method": method, "root": {"action": "root", "score": 0.0, "children": [child]}}
+        if not method.startswith("gif-mcts"):
+            search = {"method": method, "samples": []}
+        (directory / "tasks" / f"{name}.json").write_text(json.dumps({"search": search}))
+        outcomes.append({"name": name, "file": f"tasks/{name}.json", "strict": first is not None, "solved_at": first})
+    summary = {"method": method, "budget": 16, "tasks": len(outcomes), "outcomes": outcomes}
+    summary |= {"prompt_tokens": tokens, "completion_tokens": tokens, "arguments": {"seed": seed}}
+    (directory / "summary.json").write_text(json.dumps(summary))
+
+
+def test_the_table_counts_solutions_by_budget_with_paired_standard_errors(tmp_path, capsys):
+    runs = {
+        ("gif-mcts", 0): {"a": 2, "b": 9, "c": None},
+        ("gif-mcts", 1): {"a": 5, "b": None, "c": 16},
+        ("sample", 0): {"a": 1, "b": None, "c": None},
+        ("sample", 1): {"a": None, "b": None, "c": None},
+    }
+    directories = []
+    for (method, seed), solved_at in runs.items():
+        directories.append(tmp_path / f"{method}-{seed}")
+        write_run(directories[-1], method, seed, solved_at, tokens=300)
+    assert main(["synthesis-table", *map(str, directories), "--budgets", "16", "4", "--title", "T"]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in capsys.readouterr().out.splitlines()}
+    # gif-mcts per task at 4: a 1/2, b 0, c 0 -> mean 1/6; at 16: a 1, b 1/2, c 1/2 -> mean 2/3
+    se_4 = math.sqrt(((1 / 2 - 1 / 6) ** 2 + 2 * (1 / 6) ** 2) / 2 / 3)
+    se_16 = math.sqrt(((1 - 2 / 3) ** 2 + 2 * (1 / 2 - 2 / 3) ** 2) / 2 / 3)
+    assert rows["gif-mcts"][1:4] == ["2", f"{100 / 6:.1f} ± {100 * se_4:.1f}%", f"{200 / 3:.1f} ± {100 * se_16:.1f}%"]
+    # paired differences to sampling (a 1/2, b 0, c 0 at both budgets): at 4 all zero, at 16 (1/2, 1/2, 1/2)
+    assert rows["gif-mcts"][4:6] == ["+0.0 ± 0.0", "+50.0 ± 0.0"]
+    assert rows["gif-mcts"][6:] == [f"{(2 + 9 + 5 + 16) / 4:.1f}", "200", "improve 4 |"]
+    assert rows["sample"][1:7] == ["2", "16.7 ± 16.7%", "16.7 ± 16.7%", "—", "—", "1.0"]
+
+
+def test_the_table_refuses_runs_on_other_tasks_or_below_the_largest_budget(tmp_path):
+    write_run(tmp_path / "gif", "gif-mcts", 0, {"a": 1}, tokens=1)
+    write_run(tmp_path / "sample", "sample", 0, {"b": 1}, tokens=1)
+    runs = load_runs([tmp_path / "gif", tmp_path / "sample"])
+    with pytest.raises(ValueError, match="not on the same tasks"):
+        synthesis_table(runs, [4], "T")
+    with pytest.raises(ValueError, match="budget below 32: gif-mcts seed 0"):
+        synthesis_table(runs[:1], [32], "T")
+    with pytest.raises(ValueError, match="no summary.json"):
+        load_runs([tmp_path])

@@ -1,0 +1,121 @@
+"""`synthesis_table(run_dirs)`: the paper's comparison table from `codeplay synthesize` runs (method × seed).
+
+One run at budget B gives every smaller budget k: a task counts as solved at k when its first program scoring 1
+came by call k. For the tree searches (GIF-MCTS, its ablations, WorldCoder) that is exactly the run at budget k:
+nothing in them depends on the budget but when they stop, and the LLM's batches are the same up to call k
+(tested). For plain sampling it is "solved by one of its first k samples": the same distribution as a run at k
+(every sample is an independent draw), not the same numbers.
+
+Per method, over the seeds of each task: the solved fraction at each budget with its standard error across tasks
+(each task's mean over seeds is one observation), and the difference to the baseline method on the same tasks
+(paired) with its standard error; LLM calls to the first solution, tokens per task, and which action wrote the
+solutions (GIF-MCTS trees).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+BASELINE = "sample"
+
+
+def load_runs(run_dirs: list[Path]) -> list[dict]:
+    """Each directory's summary.json, with `seed` and `solution_actions` (the action that made each solved task's
+    first solution, for the GIF-MCTS variants)."""
+    runs = []
+    for directory in run_dirs:
+        path = directory / "summary.json"
+        if not path.is_file():
+            raise ValueError(f"{directory} has no summary.json: not a codeplay synthesize output directory")
+        run = json.loads(path.read_text())
+        run["seed"] = run["arguments"].get("seed", 0)
+        run["solution_actions"] = Counter(
+            action
+            for outcome in run["outcomes"]
+            if outcome["strict"] and (action := solution_action(json.loads((directory / outcome["file"]).read_text())))
+        )
+        runs.append(run)
+    return runs
+
+
+def solution_action(record: dict) -> str | None:
+    """The action type of the first node scoring 1 in a GIF-MCTS tree (None for other methods)."""
+    search = record["search"]
+    if "root" not in search:
+        return None
+    stack = [search["root"]]
+    while stack:
+        node = stack.pop()
+        if node["score"] >= 1.0:
+            return node["action"]
+        stack += node["children"]
+    return None
+
+
+def solved_at_budget(outcome: dict, budget: int) -> bool:
+    return outcome["solved_at"] is not None and outcome["solved_at"] <= budget
+
+
+def mean_and_se(values: list[float]) -> tuple[float, float]:
+    """The mean and its standard error (sample standard deviation / √n; 0 for a single value)."""
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    return mean, math.sqrt(variance / len(values))
+
+
+def per_task_rates(runs: list[dict], budget: int) -> dict[str, float]:
+    """Each task's solved fraction over the runs (seeds) of one method."""
+    solved: dict[str, list[bool]] = defaultdict(list)
+    for run in runs:
+        for outcome in run["outcomes"]:
+            solved[outcome["name"]].append(solved_at_budget(outcome, budget))
+    return {name: sum(values) / len(values) for name, values in solved.items()}
+
+
+def synthesis_table(runs: list[dict], budgets: list[int], title: str) -> str:
+    """The markdown table described in the module docstring."""
+    by_method: dict[str, list[dict]] = defaultdict(list)
+    for run in runs:
+        by_method[run["method"]].append(run)
+    largest = max(budgets)
+    too_small = [f"{run['method']} seed {run['seed']}" for run in runs if run["budget"] < largest]
+    if too_small:
+        raise ValueError(f"runs with a budget below {largest}: {', '.join(too_small)}")
+    tasks = {
+        method: sorted({o["name"] for run in group for o in run["outcomes"]}) for method, group in by_method.items()
+    }
+    if len({tuple(names) for names in tasks.values()}) != 1:
+        raise ValueError("the runs are not on the same tasks: every method must search the same task set")
+    baseline = by_method.get(BASELINE)
+    header = ["method", "seeds", *[f"solved at {k}" for k in budgets]]
+    header += [f"Δ vs {BASELINE} at {k}" for k in budgets] if baseline else []
+    header += ["calls to 1st solution", "tokens per task", "solutions by action"]
+    lines = [f"## {title}", "", "| " + " | ".join(header) + " |", "|---|" + "--:|" * (len(header) - 1)]
+    for method, group in sorted(by_method.items(), key=lambda item: _order(item[0])):
+        cells = [method, str(len(group))]
+        for budget in budgets:
+            mean, se = mean_and_se(list(per_task_rates(group, budget).values()))
+            cells.append(f"{100 * mean:.1f} ± {100 * se:.1f}%")
+        for budget in budgets if baseline else []:
+            ours, theirs = per_task_rates(group, budget), per_task_rates(baseline, budget)
+            mean, se = mean_and_se([ours[name] - theirs[name] for name in ours])
+            cells.append("—" if method == BASELINE else f"{100 * mean:+.1f} ± {100 * se:.1f}")
+        firsts = [o["solved_at"] for run in group for o in run["outcomes"] if solved_at_budget(o, largest)]
+        cells.append(f"{sum(firsts) / len(firsts):.1f}" if firsts else "—")
+        tokens = sum(run["prompt_tokens"] + run["completion_tokens"] for run in group)
+        cells.append(f"{tokens / sum(run['tasks'] for run in group):,.0f}")
+        actions = sum((run["solution_actions"] for run in group), Counter())
+        cells.append(", ".join(f"{action} {count}" for action, count in sorted(actions.items())) or "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _order(method: str) -> tuple[int, str]:
+    """The paper's order: GIF-MCTS, its ablations, WorldCoder, sampling."""
+    rank = 0 if method == "gif-mcts" else 1 if method.startswith("gif-mcts") else 2 if method == "worldcoder" else 3
+    return rank, method
