@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_sampling_options(parser)
     add_sandbox_options(parser)
+    parser.add_argument(
+        "--split", help="p3: only the puzzles of this split (our corpus: train, heldout_instances, heldout_families)"
+    )
+    parser.add_argument("--p3-split", metavar="SPLIT_JSON", help="P3's split.json: --split train or test picks classes")
+    parser.add_argument(
+        "--first-of-class", action="store_true", help="p3: only the first instance of each P3 class or corpus family"
+    )
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
     parser.add_argument(
         "--out", help="directory for tasks/*.json, summary.json and summary.md (default: synthesis/<method>)"
@@ -57,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     kind, path = args.task
     out = Path(args.out or f"synthesis/{args.method}")
     with sandbox(args) as box:
-        tasks = dict(list(load_tasks(kind, path, box).items())[: args.limit])
+        chosen = load_tasks(kind, path, box, args.split, args.p3_split, args.first_of_class)
+        tasks = dict(list(chosen.items())[: args.limit])
         llm = load_model(args, sampling(args), chat=args.chat)
         arguments = {key: value for key, value in vars(args).items() if key != "command"}
         with progress() as bar:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import LLM
-from codeplay_lightning.puzzles import Puzzle, bundled_puzzles
-from codeplay_lightning.puzzles.files import read_puzzle_file
+from codeplay_lightning.puzzles import Puzzle, bundled_puzzles, puzzle_class
+from codeplay_lightning.puzzles.files import puzzles_to_solve, read_puzzle_file
 from codeplay_lightning.search import METHODS, P3Task, Search, Task, load_apps, make_search, run_searches
 
 TASK_KINDS = ("p3", "apps")
@@ -80,12 +80,31 @@ class Summary:
         ]
 
 
-def load_tasks(kind: str, path: str, sandbox: Sandbox) -> dict[str, Task]:
-    """The tasks at `path` by name, in order. `p3`: a puzzle file as `codeplay evaluate --puzzles` reads it, or
-    `bundled`; `apps`: an APPS problem directory or a directory of them."""
+def load_tasks(
+    kind: str,
+    path: str,
+    sandbox: Sandbox,
+    split: str | None = None,
+    p3_split: str | None = None,
+    first_of_class: bool = False,
+) -> dict[str, Task]:
+    """The tasks at `path` by name, in order. `p3`: a puzzle file as `codeplay evaluate --puzzles` reads it (only
+    the puzzles of `split`, as there: our corpus's own splits, or P3's with `p3_split`; with `first_of_class`, only
+    the first instance of each P3 class or corpus family), or `bundled`; `apps`: an APPS problem directory or a
+    directory of them."""
     if kind == "p3":
         puzzles = bundled_puzzles() if path == BUNDLED else distinct_puzzles(path)
+        if split is not None:
+            chosen = {puzzle.name for puzzle in puzzles_to_solve(path, split, p3_split=p3_split)}
+            puzzles = [puzzle for puzzle in puzzles if puzzle.name in chosen]
+        if first_of_class:
+            firsts: dict[str, Puzzle] = {}
+            for puzzle in puzzles:
+                firsts.setdefault(puzzle_class(puzzle), puzzle)
+            puzzles = list(firsts.values())
         return {puzzle.name: P3Task(puzzle, sandbox) for puzzle in puzzles}
+    if split is not None or first_of_class:
+        raise ValueError("--split and --first-of-class choose among puzzles: only with --task p3")
     if kind == "apps":
         return {task.name: task for task in load_apps(path, sandbox)}
     raise ValueError(f"unknown task kind {kind!r}; choose one of {', '.join(TASK_KINDS)}")

@@ -151,6 +151,18 @@ def test_p3_tasks_come_once_per_puzzle_and_bundled_names_the_bundled_set(sandbox
     assert all(isinstance(task, P3Task) for task in bundled.values())
 
 
+def test_p3_tasks_of_a_split_and_the_first_instance_of_each_class(sandbox):
+    split = str(P3_FILE.parent / "split.json")
+    test = load_tasks("p3", str(P3_FILE), sandbox, split="test", p3_split=split)
+    assert list(test) == ["OddPerfect:0", "ReversedWords:0", "Diagonal:0"]  # HalfOf is in neither split
+    train = load_tasks("p3", str(P3_FILE), sandbox, split="train", p3_split=split)
+    assert list(train) == ["Greeting:0", "Greeting:1", "DistinctPair:0", "FactorialOf:0"]
+    firsts = load_tasks("p3", str(P3_FILE), sandbox, split="train", p3_split=split, first_of_class=True)
+    assert list(firsts) == ["Greeting:0", "DistinctPair:0", "FactorialOf:0"]
+    with pytest.raises(ValueError, match="only with --task p3"):
+        load_tasks("apps", str(APPS), sandbox, first_of_class=True)
+
+
 def test_task_file_names_keep_only_safe_characters():
     assert safe_name("Mastermind:0") == "Mastermind_0"
     assert safe_name("../a b/c") == "a_b_c"
