@@ -76,7 +76,8 @@ def corrupt(program: str, kind: str, rng: random.Random) -> str | None:
 
 
 def _is_variable_use(token, before, after, tokens) -> bool:
-    """A name read after it was bound in g: not g itself, an attribute, a keyword argument or a binding."""
+    """A later occurrence of a name already seen in g, read rather than bound: not g itself, an attribute, a
+    keyword argument, an import or the target of `=`, `for` or `def`."""
     if token.type != tokenize.NAME or keyword.iskeyword(token.string) or token.string == "g":
         return False
     if before.string == "." or after.string in ("=", ":=") or before.string in ("def", "for", "from", "import", "as"):
@@ -185,9 +186,8 @@ def action_examples(
         if count(action) >= limit or any(e.puzzle == name and e.action == action for e in examples):
             return False
         if action == "fix":
-            add(
-                action, source, name, task.fix_prompt(wrong, feedback.error), fix_response(feedback.error, wrong, right)
-            )
+            response = fix_response(feedback.error, wrong, right)
+            add(action, source, name, task.fix_prompt(wrong, feedback.error), response)
         else:
             response = improve_response(feedback.failing_example, wrong, right)
             add(action, source, name, task.improve_prompt(wrong, feedback.failing_example), response)
@@ -197,20 +197,17 @@ def action_examples(
         if count("generate") == per_action:
             break
         right = reference(puzzle.name)
-        if right is not None and right.startswith(P3Task.root_code):
-            lines = right.rstrip().splitlines(keepends=True)
+        lines = right.rstrip().splitlines(keepends=True) if right is not None else []
+        if len(lines) > 1 and right.startswith(P3Task.root_code):
             code_so_far = "".join(lines[: rng.choice(range(1, len(lines), 2))])  # the tree's states: 1, 3, 5... lines
-            add(
-                "generate",
-                "reference",
-                puzzle.name,
-                tasks[puzzle.name].generate_prompt(code_so_far),
-                generate_response(right),
-            )
+            prompt = tasks[puzzle.name].generate_prompt(code_so_far)
+            add("generate", "reference", puzzle.name, prompt, generate_response(right))
 
     tries = list(attempts)
     rng.shuffle(tries)
     for name, program in tries:
+        if count("improve") >= per_action // 2 and count("fix") >= per_action // 2:
+            break
         judge(name, program, "attempt", per_action // 2)
     for puzzle in order:
         if count("improve") == count("fix") == per_action:
