@@ -222,6 +222,94 @@ def summary(run: Run) -> dict:
     }
 
 
+def fraction_difference(a: list[bool], b: list[bool]) -> tuple[float, float, float]:
+    """The fractions of True in `a` and `b` and the difference's binomial standard error (0 when both are 0 or 1)."""
+    p, q = sum(a) / len(a), sum(b) / len(b)
+    return p, q, math.sqrt(p * (1 - p) / len(a) + q * (1 - q) / len(b))
+
+
+def mean_difference(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """The means of `a` and `b` and the standard error of their difference, each mean's from its sample variance
+    (puzzles counted as independent)."""
+    return float(np.mean(a)), float(np.mean(b)), math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
+
+
+def against_unrewarded(runs: list[Run], baseline: str = "none") -> list[dict]:
+    """The statistics of docs/results/discussion.md, each run against the `baseline` run (the unrewarded preset;
+    [] when no run has that name). Iteration 0 is shared by runs of one seed and left out of the fractions; R_n
+    is compared at the same archive positions in every run, from the first puzzle after the baseline's
+    iteration 0 to the last of the shortest run, and over the second half of that range."""
+    base = next((run for run in runs if run.name == baseline), None)
+    if base is None or not base.puzzles:
+        return []
+    first = 1 + max(p["index"] for p in base.puzzles if p["iteration"] == 0)
+    last = min(run.puzzles[-1]["index"] for run in runs if run.puzzles)
+    middle = (first + last + 1) // 2
+
+    def later(run: Run, key: str) -> list[bool]:
+        if key == "valid":
+            return [bool(p["valid"]) for p in run.puzzles if p["iteration"] > 0]
+        return [p["D"] is not None for p in run.puzzles if p["iteration"] > 0 and p["valid"]]
+
+    def novelty(run: Run, start: int) -> list[float]:
+        return [p["R_n"] for p in run.puzzles if start <= p["index"] <= last]
+
+    rows = []
+    for run in runs:
+        if not run.puzzles:
+            continue
+        iterations = sorted({p["iteration"] for p in run.puzzles})
+        by_iteration = []
+        for iteration in iterations:
+            valid = [p for p in run.puzzles if p["iteration"] == iteration and p["valid"]]
+            by_iteration.append(sum(p["D"] is not None for p in valid) / len(valid) if valid else None)
+        row = {"label": run.label, "baseline": run is base, "solved_by_iteration": by_iteration}
+        for key in ("valid", "solved"):
+            row[key] = fraction_difference(later(run, key), later(base, key))
+        row["R_n"] = mean_difference(novelty(run, first), novelty(base, first))
+        row["R_n_second_half"] = mean_difference(novelty(run, middle), novelty(base, middle))
+        row["distinct_last"] = len({p["puzzle"].strip() for p in run.puzzles[-LAST:]})
+        rows.append(row | {"positions": (first, last, middle)})
+    return rows
+
+
+def unrewarded_report(rows: list[dict]) -> list[str]:
+    """The section of `against_unrewarded`'s rows: each number with its difference to the baseline in standard
+    errors."""
+    first, last, middle = rows[0]["positions"]
+    lines = [
+        "## Against the unrewarded run",
+        "",
+        "Fractions over the iterations after the first (identical in runs of one seed); R_n over the same archive "
+        f"positions in every run, puzzles {first}–{last}, and {middle}–{last}. In brackets: the difference to the "
+        "unrewarded run in standard errors (binomial for fractions; of the means for R_n, neighbouring puzzles "
+        "counted as independent).",
+        "",
+        f"| run | solved of valid, by iteration | valid, it. 1+ | solved of valid, it. 1+ | mean R_n, {first}–{last} | "
+        f"mean R_n, {middle}–{last} | distinct in last {LAST} |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+
+    def cell(statistic: tuple[float, float, float], baseline: bool, percent: bool = False) -> str:
+        ours, theirs, se = statistic
+        text = f"{100 * ours:.1f}%" if percent else f"{ours:.3f}"
+        return text if baseline else f"{text} ({(ours - theirs) / se if se else 0.0:+.1f} SE)"
+
+    for row in rows:
+        by_iteration = " ".join("–" if value is None else f"{value:.2f}" for value in row["solved_by_iteration"])
+        cells = [
+            row["label"],
+            by_iteration,
+            cell(row["valid"], row["baseline"], percent=True),
+            cell(row["solved"], row["baseline"]),
+            cell(row["R_n"], row["baseline"]),
+            cell(row["R_n_second_half"], row["baseline"]),
+            str(row["distinct_last"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def pass_rates(puzzles: list[dict]) -> tuple[list[int], list[float], list[float]]:
     """The valid puzzles the initial Solver attempted: their `index`, and the pass rate 1/D (0: unsolved) of
     the current Solver and of the initial one."""
@@ -372,6 +460,8 @@ def report(runs: list[Run], summaries: list[dict], selfplay: list[dict], seed: i
     ]
     noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
     lines += [*noted, ""] if noted else []
+    unrewarded = against_unrewarded(runs)
+    lines += unrewarded_report(unrewarded) if len(unrewarded) > 1 else []
     lines += selfplay_report(selfplay) if selfplay else []
     lines += [
         "## Puzzles at the end of training (as the paper's appendix C)",

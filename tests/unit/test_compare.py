@@ -15,6 +15,7 @@ from codeplay_lightning.experiments.compare import (
     LAST,
     SAMPLES,
     WINDOW,
+    against_unrewarded,
     compare,
     pass_rates,
     read_run,
@@ -342,3 +343,38 @@ def test_old_runs_outputs_are_unchanged(tmp_path):
     assert new["figure"].read_bytes() == old["figure"].read_bytes()
     before, section = new["report"].read_text().split("## Self-play\n")
     assert before + section[section.index("## Puzzles") :] == OLD_REPORT + "\n"
+
+
+def test_the_statistics_against_the_unrewarded_run_match_a_naive_computation(tmp_path):
+    """discussion.md's table: fractions after iteration 0, R_n at the same archive positions, SE of differences."""
+    rng = random.Random(0)
+
+    def records(count: int, solve: float) -> list[dict]:
+        return [
+            puzzle(i, r_n=rng.random(), valid=rng.random() < 0.9, difficulty=2.0 if rng.random() < solve else None)
+            for i in range(1, count + 1)
+        ]
+
+    none, difficulty = records(47, 0.3), records(52, 0.7)
+    run_dirs = [write_run(tmp_path, "none", none), write_run(tmp_path, "difficulty", difficulty)]
+    runs = [read_run(run_dir) for run_dir in run_dirs]
+    base_row, row = against_unrewarded(runs)
+    first, last = 10, 47  # iteration 0 holds indices 1-9; the shorter run ends at 47
+    assert row["positions"] == (first, last, 29) and base_row["baseline"] and not row["baseline"]
+
+    def solved(rs: list[dict]) -> list[bool]:
+        return [r["D"] is not None for r in rs if r["iteration"] > 0 and r["valid"]]
+
+    p, q = np.mean(solved(difficulty)), np.mean(solved(none))
+    se = np.sqrt(p * (1 - p) / len(solved(difficulty)) + q * (1 - q) / len(solved(none)))
+    assert row["solved"] == pytest.approx((p, q, se))
+    mine = [r["R_n"] for r in difficulty if 29 <= r["index"] <= 47]
+    theirs = [r["R_n"] for r in none if 29 <= r["index"] <= 47]
+    se_r_n = np.sqrt(np.var(mine, ddof=1) / len(mine) + np.var(theirs, ddof=1) / len(theirs))
+    assert row["R_n_second_half"] == pytest.approx((np.mean(mine), np.mean(theirs), se_r_n))
+    iteration_2 = [r for r in difficulty if r["iteration"] == 2 and r["valid"]]
+    assert row["solved_by_iteration"][2] == pytest.approx(np.mean([r["D"] is not None for r in iteration_2]))
+    compare(run_dirs, tmp_path / "out")
+    table = (tmp_path / "out" / "report.md").read_text().split("## Against the unrewarded run")[1]
+    assert f"{p:.3f} ({(p - q) / se:+.1f} SE)" in table and f"| {runs[0].label} | " in table
+    assert against_unrewarded(runs[1:]) == []  # no unrewarded run: no section
