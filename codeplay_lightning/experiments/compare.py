@@ -337,10 +337,34 @@ def evaluation_curves(phases: dict[int, dict[str, dict]]) -> dict[tuple[str, str
     return dict(curves)
 
 
+def slope_and_se(x: list[float], y: list[float]) -> tuple[float, float] | None:
+    """The least-squares slope of y on x and its standard error (None with fewer than 3 points)."""
+    if len(x) < 3:
+        return None
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    dx = xs - xs.mean()
+    slope = float(dx @ (ys - ys.mean()) / (dx @ dx))
+    residuals = ys - ys.mean() - slope * dx
+    return slope, math.sqrt(float(residuals @ residuals) / (len(xs) - 2) / float(dx @ dx))
+
+
+def paired_mean_and_se(differences: list[float]) -> tuple[float, float] | None:
+    """The mean of paired differences and its standard error (None with fewer than 2)."""
+    if len(differences) < 2:
+        return None
+    return float(np.mean(differences)), float(np.std(differences, ddof=1) / math.sqrt(len(differences)))
+
+
 def selfplay_summary(run: Run) -> dict:
-    """`pass_rate`: the mean over the last LAST puzzles the initial Solver attempted (None: none);
-    `evaluations`: set -> "pass@k" -> (phase 0's, the last phase's)."""
-    _, current, initial = pass_rates(run.puzzles)
+    """`pass_rate`: the mean over the last LAST puzzles the initial Solver attempted (None: none); `trend`: each
+    Solver's pass-rate slope per 100 puzzles generated, with its standard error (the paper's objective: the
+    initial Solver's falls, the learning one's holds); `gap`: the current minus the initial Solver's pass rate on
+    the same puzzles, mean and standard error, over the first and the second half of them; `evaluations`: set ->
+    "pass@k" -> (phase 0's, the last phase's)."""
+    index, current, initial = pass_rates(run.puzzles)
+    per_100 = [position / 100 for position in index]
+    gaps = [mine - theirs for mine, theirs in zip(current, initial)]
+    half = len(gaps) // 2
     evaluations: dict[str, dict[str, tuple]] = defaultdict(dict)
     for (name, key), points in evaluation_curves(run.phases).items():
         evaluations[name][key] = (dict(points).get(0), points[-1][1])
@@ -354,6 +378,8 @@ def selfplay_summary(run: Run) -> dict:
             "current": float(np.mean(current[-LAST:])) if current else None,
             "initial": float(np.mean(initial[-LAST:])) if initial else None,
         },
+        "trend": {"current": slope_and_se(per_100, current), "initial": slope_and_se(per_100, initial)},
+        "gap": {"first_half": paired_mean_and_se(gaps[:half]), "second_half": paired_mean_and_se(gaps[half:])},
         "evaluations": dict(evaluations),
     }
 
@@ -509,11 +535,19 @@ def selfplay_report(rows: list[dict]) -> list[str]:
             f"| BC phases | 0 | {row['phases']}{every} |",
             f"| pass rate 1/D, mean of the last {min(LAST, attempted)} of the {attempted} puzzles the initial "
             f"Solver attempted | {_number(rate['initial'])} | {_number(rate['current'])} |",
+            f"| its trend per 100 puzzles generated (least-squares slope ± SE) | {_estimate(row['trend']['initial'])} "
+            f"| {_estimate(row['trend']['current'])} |",
+            f"| current − initial on the same puzzles, first half / second half (± SE) | | "
+            f"{_estimate(row['gap']['first_half'])} / {_estimate(row['gap']['second_half'])} |",
         ]
         for name, keys in row["evaluations"].items():
             lines += [f"| {name} {key} | {_number(first)} | {_number(last)} |" for key, (first, last) in keys.items()]
         lines.append("")
     return lines
+
+
+def _estimate(value: tuple[float, float] | None) -> str:
+    return "–" if value is None else f"{value[0]:+.3f} ± {value[1]:.3f}"
 
 
 def _difficulty(puzzle: dict) -> str:

@@ -266,6 +266,17 @@ def test_the_pass_rates_match_a_naive_computation(tmp_path):
     row = selfplay_summary(run)
     assert row["attempted"] == len(chosen) > LAST
     assert row["pass_rate"] == pytest.approx({"current": np.mean(current[-LAST:]), "initial": np.mean(initial[-LAST:])})
+    for rates, key in ((current, "current"), (initial, "initial")):  # the trend: numpy's fit and its covariance
+        (slope, _), covariance = np.polyfit([r["index"] / 100 for r in chosen], rates, 1, cov="unscaled")
+        residuals = np.asarray(rates) - np.polyval(
+            np.polyfit([r["index"] / 100 for r in chosen], rates, 1), [r["index"] / 100 for r in chosen]
+        )
+        se = np.sqrt(covariance[0, 0] * residuals @ residuals / (len(rates) - 2))
+        assert row["trend"][key] == pytest.approx((slope, se))
+    gaps = np.subtract(current, initial)
+    half = len(gaps) // 2
+    for part, key in ((gaps[:half], "first_half"), (gaps[half:], "second_half")):
+        assert row["gap"][key] == pytest.approx((part.mean(), part.std(ddof=1) / np.sqrt(len(part))))
 
 
 def test_the_phase_table_sets_phase_0_beside_the_last_phase(tmp_path):
@@ -302,6 +313,8 @@ def test_the_phase_table_sets_phase_0_beside_the_last_phase(tmp_path):
         "|---|--:|--:|",
         "| BC phases | 0 | 3 (one after every 2 iterations) |",
         "| pass rate 1/D, mean of the last 30 of the 30 puzzles the initial Solver attempted | 0.250 | 0.500 |",
+        "| its trend per 100 puzzles generated (least-squares slope ± SE) | +0.000 ± 0.000 | +0.000 ± 0.000 |",
+        "| current − initial on the same puzzles, first half / second half (± SE) | | +0.250 ± 0.000 / +0.250 ± 0.000 |",
         "| heldout_families pass@1 | 0.200 | 0.500 |",
         "| heldout_families pass@4 | 0.250 | 0.550 |",
         "| eval_file pass@1 | 0.100 | 0.300 |",
