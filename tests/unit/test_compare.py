@@ -314,7 +314,8 @@ def test_the_phase_table_sets_phase_0_beside_the_last_phase(tmp_path):
         "| BC phases | 0 | 3 (one after every 2 iterations) |",
         "| pass rate 1/D, mean of the last 30 of the 30 puzzles the initial Solver attempted | 0.250 | 0.500 |",
         "| its trend per 100 puzzles generated (least-squares slope ± SE) | +0.000 ± 0.000 | +0.000 ± 0.000 |",
-        "| current − initial on the same puzzles, first half / second half (± SE) | | +0.250 ± 0.000 / +0.250 ± 0.000 |",
+        "| current − initial on the same puzzles, first half / second half (± SE) | "
+        "| +0.250 ± 0.000 / +0.250 ± 0.000 |",
         "| heldout_families pass@1 | 0.200 | 0.500 |",
         "| heldout_families pass@4 | 0.250 | 0.550 |",
         "| eval_file pass@1 | 0.100 | 0.300 |",
