@@ -49,7 +49,7 @@ warmstart: $(WARMSTART)/corpus.json ## rebuild both shipped adapters: smollm2-13
 SYNTHESIS := runs/warmstart-synthesis
 warmstart-synthesis: $(WARMSTART)/corpus.json ## rebuild the smollm2-135m-gif adapter on the shipped warm start: the Solver's failed tries and corrupted solutions of training puzzles as generate / improve / fix examples, LoRA SFT, one epoch
 	rm -rf $(SYNTHESIS)
-	$(BIN)/codeplay evaluate --puzzles $(WARMSTART)/corpus.json --split train --limit 300 --attempts 4 --llm smollm2-135m-sft --out $(SYNTHESIS)/attempts
+	$(BIN)/codeplay evaluate --puzzles $(WARMSTART)/corpus.json --split train --limit 150 --attempts 4 --llm smollm2-135m-sft --out $(SYNTHESIS)/attempts
 	$(BIN)/codeplay actions $(WARMSTART)/corpus.json --attempts $(SYNTHESIS)/attempts/puzzles.jsonl --per-action 300 --seed 0 --out $(SYNTHESIS)/actions.jsonl
 	$(BIN)/codeplay sft $(SYNTHESIS)/actions.jsonl --model smollm2-135m-sft --lora-rank 16 --steps 150 --block 1024 --batch-size 4 --out $(SYNTHESIS)/model
 	mkdir -p codeplay_lightning/models/synthesis
