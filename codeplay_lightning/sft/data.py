@@ -117,12 +117,16 @@ def pack(tokenizer, puzzles: Sequence[Puzzle], block: int, seed: int) -> tuple[l
             too_long += 1
             continue
         if run and len(_ids(tokenizer, [*run, puzzle])) > block:
-            sequences.append(Packed(_ids(tokenizer, run), _ids(tokenizer, run)))
+            sequences.append(_trained_whole(_ids(tokenizer, run)))
             run = []
         run.append(puzzle)
     if run:
-        sequences.append(Packed(_ids(tokenizer, run), _ids(tokenizer, run)))
+        sequences.append(_trained_whole(_ids(tokenizer, run)))
     return sequences, too_long
+
+
+def _trained_whole(ids: list[int]) -> Packed:
+    return Packed(ids, list(ids))
 
 
 def pack_examples(tokenizer, examples: Sequence[ActionExample], block: int, seed: int) -> tuple[list[Packed], int]:
