@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from codeplay_lightning.experiments.statistics import mean_and_se
 from codeplay_lightning.rewards.functions import pass_rate
 
 WINDOW = 200  # puzzles in the trailing mean, as the paper's curves
@@ -350,9 +351,7 @@ def slope_and_se(x: list[float], y: list[float]) -> tuple[float, float] | None:
 
 def paired_mean_and_se(differences: list[float]) -> tuple[float, float] | None:
     """The mean of paired differences and its standard error (None with fewer than 2)."""
-    if len(differences) < 2:
-        return None
-    return float(np.mean(differences)), float(np.std(differences, ddof=1) / math.sqrt(len(differences)))
+    return mean_and_se(differences) if len(differences) > 1 else None
 
 
 def selfplay_summary(run: Run) -> dict:

@@ -15,9 +15,10 @@ solutions (GIF-MCTS trees).
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from codeplay_lightning.experiments.statistics import mean_and_se
 
 BASELINE = "sample"
 
@@ -57,15 +58,6 @@ def solution_action(record: dict) -> str | None:
 
 def solved_at_budget(outcome: dict, budget: int) -> bool:
     return outcome["solved_at"] is not None and outcome["solved_at"] <= budget
-
-
-def mean_and_se(values: list[float]) -> tuple[float, float]:
-    """The mean and its standard error (sample standard deviation / √n; 0 for a single value)."""
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, 0.0
-    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
-    return mean, math.sqrt(variance / len(values))
 
 
 def per_task_rates(runs: list[dict], budget: int) -> dict[str, float]:
