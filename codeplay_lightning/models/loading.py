@@ -130,7 +130,8 @@ def embedded_model_dir() -> Path:
     gguf_dir = embedded_gguf_dir()
     target = cache_root() / f"{EMBEDDED_ALIAS}-{importlib.metadata.version(EMBEDDED_DISTRIBUTION)}-dequantised"
     if not target.is_dir():
-        _write_embedded_cache(gguf_dir, target)
+        with torch.random.fork_rng(devices=[]):  # see `_adapted_model_dir`
+            _write_embedded_cache(gguf_dir, target)
     return target
 
 
@@ -156,8 +157,11 @@ def _adapted_model_dir(alias: str, adapter: Path, remedy: str, base_dir: Callabl
     if not target.is_dir():
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).merge_and_unload()
-        _save_atomically(target, model, AutoTokenizer.from_pretrained(base))
+        # building the adapter layers draws from the global RNG: the run that writes the cache would then draw its
+        # value head from other random numbers than every run after it, and train differently from the same seed
+        with torch.random.fork_rng(devices=[]):
+            model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).merge_and_unload()
+            _save_atomically(target, model, AutoTokenizer.from_pretrained(base))
     return target
 
 

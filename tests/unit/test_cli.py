@@ -256,7 +256,10 @@ def test_an_adapter_alias_is_its_base_with_the_adapter_merged_once(tmp_path, tin
     base, _ = load_causal_lm(str(tiny_model_dir))
     adapted = get_peft_model(base, LoraConfig(r=2, target_modules="all-linear", init_lora_weights=False))
     adapted.save_pretrained(tmp_path / "adapter")
+    rng = torch.random.get_rng_state()
     merged_dir = _adapted_model_dir("tiny-adapted", tmp_path / "adapter", "make it", lambda: tiny_model_dir)
+    # the first run merges, later ones load: its value head must be drawn from the same random numbers as theirs
+    assert torch.equal(torch.random.get_rng_state(), rng)
     assert merged_dir.parent == tmp_path / "cache" and merged_dir.name.startswith("tiny-adapted-")
     merged, _ = load_causal_lm(str(merged_dir))
     fresh, _ = load_causal_lm(str(tiny_model_dir))
