@@ -9,6 +9,7 @@ the context is left out, so the fractions slightly flatter a long context.
 
 from __future__ import annotations
 
+import functools
 import time
 
 STEPS = 48  # tokens per row in each Setter streams measurement
@@ -37,20 +38,30 @@ def flops_per_token(config) -> int:
 
 
 def roofline(config, batch: int, dtype, repeats: int = 20) -> dict:
-    """The decode step's matmuls on random weights in `dtype`, each timed alone at `batch` rows: tokens/s at 100%
-    of this machine's rate at these shapes, and that rate."""
+    """The decode step's matmuls on random weights in `dtype`, each timed alone at `batch` rows, by `F.linear` and
+    from weights prepacked for the CPU's library (as sampling runs them, `models/packed.py`), the faster of the two
+    per shape: tokens/s at 100% of this machine's rate at these shapes, and that rate."""
     import torch
     import torch.nn.functional as F
 
+    from codeplay_lightning.models.packed import packed_linears
+
     step_seconds = 0.0
     for times, k, n in decode_matmuls(config):
-        rows, weight = torch.randn(batch, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
-        F.linear(rows, weight)  # warm-up: the kernel's first call plans it
-        started = time.perf_counter()
-        for _ in range(repeats):
-            F.linear(rows, weight)
-        step_seconds += times * (time.perf_counter() - started) / repeats
+        rows, linear = torch.randn(batch, k, dtype=dtype), torch.nn.Linear(k, n, bias=False, dtype=dtype)
+        plain = _seconds_per_call(functools.partial(F.linear, rows, linear.weight), repeats)
+        with torch.no_grad(), packed_linears(linear):
+            prepacked = _seconds_per_call(functools.partial(linear, rows), repeats)
+        step_seconds += times * min(plain, prepacked)
     return {"tokens_per_s": batch / step_seconds, "gflops": flops_per_token(config) * batch / step_seconds / 1e9}
+
+
+def _seconds_per_call(call, repeats: int) -> float:
+    call()  # warm-up: the kernel's first call plans it
+    started = time.perf_counter()
+    for _ in range(repeats):
+        call()
+    return (time.perf_counter() - started) / repeats
 
 
 def setter_streams_tokens_per_s(model, tokenizer, streams: int) -> float:
@@ -99,9 +110,11 @@ def bench_roofline() -> dict:
     their batch."""
     import torch
 
+    from codeplay_lightning.allocator import keep_freed_memory
     from codeplay_lightning.config import load_config
     from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm, native_bf16
 
+    keep_freed_memory()  # as `codeplay train` samples: a decoding step's fresh logits would fault their pages in
     solver_budget = load_config([BASE_CONFIG]).solver.max_new_tokens
     result = {
         "model": EMBEDDED_ALIAS,

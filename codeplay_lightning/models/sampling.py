@@ -16,7 +16,8 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from codeplay_lightning.models.families import attention_paths
-from codeplay_lightning.models.shared_prefix import SharedPrefix, forward_behind, run_prefix
+from codeplay_lightning.models.packed import with_packed_linears
+from codeplay_lightning.models.shared_prefix import SharedPrefix, compute_dtype, forward_behind, run_prefix
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Samples:
 
 
 @torch.no_grad()
+@with_packed_linears
 def sample(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -121,6 +123,7 @@ def sample(
 
 
 @torch.no_grad()
+@with_packed_linears
 def sample_streams(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -168,7 +171,7 @@ def sample_streams(
         if any(done):  # restart: forget the finished continuation, start again after the prompt
             restarted = torch.tensor(done, device=logits.device)
             context.restart(restarted)
-            logits = torch.where(restarted[:, None], first_logits, logits)
+            logits[restarted] = first_logits
     for stream in range(n_streams):
         if open_ids[stream]:
             pieces[stream].append((open_ids[stream], open_logprobs[stream], False))
@@ -411,20 +414,21 @@ def _common_prefix_length(sequences: list[list[int]]) -> int:
 
 
 def _new_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCache:
-    """A preallocated cache of the rows' own tokens: a growing one copies itself at every step. It
-    holds float32, the dtype the shared-prefix attention computes in, so that no step converts the
-    whole cache (a static layer holds one dtype; under autocast RoPE leaves keys in float32 and
-    values in bf16). It is small: the prompt's keys and values are held once, outside it."""
+    """A preallocated cache of the rows' own tokens: a growing one copies itself at every step. It holds the dtype
+    the shared-prefix attention computes in, so that no step converts the whole cache (a static layer holds one
+    dtype; under autocast RoPE leaves keys in float32 and values in bf16). It is small: the prompt's keys and
+    values are held once, outside it."""
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+    dtype = compute_dtype(model.device, model.dtype)
     for layer in cache.layers:
-        layer.update = functools.partial(_update_in_float32, layer.update)
+        layer.update = functools.partial(_update_in, dtype, layer.update)
     return cache
 
 
-def _update_in_float32(
-    update, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+def _update_in(
+    dtype: torch.dtype, update, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return update(key_states.float(), value_states.float(), *args, **kwargs)
+    return update(key_states.to(dtype), value_states.to(dtype), *args, **kwargs)
 
 
 def pick_tokens(
@@ -439,26 +443,51 @@ def pick_tokens(
     restrictions only limit what can be drawn, they do not change the reported log-prob.
     """
     if temperature == 0:
-        logprobs = torch.log_softmax(logits, dim=-1)  # (B, V)
         tokens = logits.argmax(dim=-1)  # (B,)
+        return tokens, torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
+    top = logits.amax(dim=-1, keepdim=True)  # (B, 1)
+    weights = (logits - top).mul_(1 / temperature).exp_()  # (B, V): probabilities times the row's normaliser
+    log_normaliser = weights.sum(dim=-1).log()  # (B,): of the logits less the top one, at T
+    if top_p < 1 or 0 < top_k < weights.shape[-1]:  # the most likely tokens until their mass reaches top_p
+        weights, order = weights.sort(dim=-1, descending=True)  # (B, V), (B, V); ~50 ms at B=32
+        if top_k:
+            weights[:, top_k:] = 0.0
+        mass_before = weights.cumsum(dim=-1) - weights  # (B, V): mass of strictly more likely kept tokens
+        nucleus = top_p * weights.sum(dim=-1, keepdim=True)  # (B, 1): top_p of what top_k kept
+        weights = weights.masked_fill(mass_before >= nucleus, 0.0)  # the top token always kept
+        tokens = order.gather(-1, inverse_cdf(weights, uniforms)[:, None]).squeeze(-1)
     else:
-        logprobs = torch.log_softmax(logits / temperature, dim=-1)  # (B, V)
-        probs = logprobs.exp()  # (B, V)
-        restricted = top_p < 1 or 0 < top_k < probs.shape[-1]
-        if restricted:  # the most likely tokens until their mass reaches top_p; the sort costs ~50 ms at B=32
-            probs, order = probs.sort(dim=-1, descending=True)  # (B, V), (B, V)
-            if top_k:
-                probs[:, top_k:] = 0.0
-            mass_before = probs.cumsum(dim=-1) - probs  # (B, V): mass of strictly more likely kept tokens
-            nucleus = top_p * probs.sum(dim=-1, keepdim=True)  # (B, 1): top_p of what top_k kept
-            probs = probs.masked_fill(mass_before >= nucleus, 0.0)  # (B, V), the top token always kept
-        cdf = probs.cumsum(dim=-1)  # (B, V)
-        total = cdf[:, -1:].contiguous()  # (B, 1)
-        positions = torch.searchsorted(cdf, uniforms[:, None] * total, right=True)  # (B, 1): first cdf > u * total
-        last_possible = torch.searchsorted(cdf, total)  # (B, 1): first cdf entry reaching the total
-        positions = torch.minimum(positions, last_possible)  # rounding can put u * total at the very end
-        tokens = (order.gather(-1, positions) if restricted else positions).squeeze(-1)  # (B,)
-    return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+        tokens = inverse_cdf(weights, uniforms)
+    return tokens, (logits.gather(-1, tokens[:, None]) - top).squeeze(-1) / temperature - log_normaliser
+
+
+CDF_BLOCK = 256  # tokens per block of the two-level inverse CDF
+
+
+def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Per row of `weights` (B, V) >= 0, not all zero: the first token whose cumulative weight exceeds u times the
+    row's total, for u in `uniforms` (B,), in [0, 1). Never a token of weight 0.
+
+    In two levels, as a cumulative sum over the whole vocabulary is sequential and slow (7 ms of a 64-row decoding
+    step at V = 49,152): the block of CDF_BLOCK tokens where the mass is crossed, then the token inside it."""
+    batch, vocab = weights.shape
+    padding = -vocab % CDF_BLOCK
+    blocks = (torch.nn.functional.pad(weights, (0, padding)) if padding else weights).view(batch, -1, CDF_BLOCK)
+    block_cdf = blocks.sum(dim=-1).cumsum(dim=-1)  # (B, N)
+    total = block_cdf[:, -1:]  # (B, 1)
+    target = uniforms[:, None].to(weights.dtype) * total  # (B, 1)
+    block = _first_exceeding(block_cdf, target)  # (B, 1)
+    inside = blocks.gather(1, block[:, :, None].expand(-1, -1, CDF_BLOCK)).squeeze(1).cumsum(dim=-1)  # (B, BLOCK)
+    before = block_cdf.gather(1, block) - inside[:, -1:]  # (B, 1): the mass of the blocks before
+    offset = _first_exceeding(inside, (target - before).clamp(min=0))  # (B, 1)
+    return (block * CDF_BLOCK + offset).squeeze(-1)
+
+
+def _first_exceeding(cdf: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(B, 1): the first index where `cdf` (B, N), non-decreasing, exceeds `target` (B, 1); where rounding puts the
+    target at or past the end, the first index reaching the end, whose own step is positive."""
+    exceeding = torch.searchsorted(cdf, target, right=True)
+    return torch.minimum(exceeding, torch.searchsorted(cdf, cdf[:, -1:].contiguous()))
 
 
 def _uniforms(generators: list[torch.Generator] | None, batch_size: int, device: torch.device) -> torch.Tensor:

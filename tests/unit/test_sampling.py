@@ -12,6 +12,7 @@ from support import generators, reference_logprobs, stream_alone
 from codeplay_lightning.models.sampling import (
     Samples,
     SamplingConfig,
+    inverse_cdf,
     pick_tokens,
     sample,
     sample_streams,
@@ -246,3 +247,23 @@ def test_streams_do_not_depend_on_their_batch_under_bf16_autocast(tiny_llama, ch
     assert [ids.tolist() for ids in together.token_ids] == [ids.tolist() for one in alone for ids in one.token_ids]
     assert together.finished == [finished for one in alone for finished in one.finished]
     assert sum(together.finished) > 3
+
+
+@pytest.mark.parametrize("vocab", [3, 256, 1000])
+def test_inverse_cdf_in_blocks_matches_a_flat_cumulative_sum(vocab):
+    """The two-level draw against the plain one in float64: the first token whose cumulative weight exceeds u."""
+    generator = torch.Generator().manual_seed(vocab)
+    weights = torch.rand(500, vocab, generator=generator) * (torch.rand(500, vocab, generator=generator) < 0.3)
+    weights[:, 1] += 0.01  # no row all zero
+    uniforms = torch.rand(500, generator=generator)
+    cdf = weights.double().cumsum(dim=-1)
+    expected = (cdf <= uniforms.double()[:, None] * cdf[:, -1:]).sum(dim=-1)
+    drawn = inverse_cdf(weights, uniforms)
+    assert (drawn == expected).float().mean() > 0.99  # float32 sums may cross a boundary the other side
+    assert (weights.gather(-1, drawn[:, None]) > 0).all()
+
+
+def test_pick_tokens_reports_the_log_softmax_at_the_temperature():
+    logits = torch.randn(8, 300, generator=torch.Generator().manual_seed(2)) * 4
+    tokens, logprobs = pick_tokens(logits, 0.7, 1.0, torch.rand(8, generator=torch.Generator().manual_seed(3)))
+    torch.testing.assert_close(logprobs, torch.log_softmax(logits / 0.7, dim=-1).gather(-1, tokens[:, None])[:, 0])

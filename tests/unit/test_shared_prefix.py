@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import StaticCache
 
+from codeplay_lightning.models import shared_prefix
 from codeplay_lightning.models.shared_prefix import SharedPrefix, forward_behind, run_prefix, shared_prefix_attention
 
 
@@ -87,3 +88,41 @@ def test_rows_behind_a_prefix_get_the_full_sequences_logits_and_the_attention_is
     torch.testing.assert_close(behind.logits, full[:, 5:], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(last_logits, full[0, 4], atol=1e-5, rtol=1e-5)
     assert tiny_llama.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("part", [shared_prefix._flash_part, shared_prefix._explicit_part])
+@pytest.mark.parametrize("masked", [True, False])
+def test_each_partial_softmax_gives_the_output_and_log_sum_exp_of_a_plain_one(part, masked):
+    """The CPU's flash kernel and the plain products elsewhere: the two halves the prefix and the own slots are
+    joined from."""
+    generator = torch.Generator().manual_seed(2)
+    query, key, value = (torch.randn(3, 2, n, 8, generator=generator) for n in (4, 6, 6))
+    sees = torch.rand(3, 1, 4, 6, generator=generator) < 0.6
+    sees[..., 0] = True
+    scores = (query @ key.transpose(-1, -2)) * 0.3
+    if masked:
+        scores = scores.masked_fill(~sees, float("-inf"))
+    output, total = part(query, key, value, sees if masked else None, 0.3)
+    torch.testing.assert_close(total, scores.logsumexp(-1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(output, scores.softmax(-1) @ value, atol=1e-5, rtol=1e-5)
+
+
+def test_in_bf16_the_joined_softmax_keeps_to_a_float32_one():
+    generator = torch.Generator().manual_seed(3)
+    batch, heads, kv_heads, slots, dim = 4, 6, 2, 9, 16
+    query = torch.randn(batch, heads, 1, dim, generator=generator)
+    key, value = (torch.randn(batch, kv_heads, slots, dim, generator=generator) for _ in range(2))
+    sees = torch.rand(batch, 1, slots, generator=generator) < 0.5
+    sees[:, :, 0] = True
+    prefix_keys, prefix_values = (torch.randn(kv_heads, 7, dim, generator=generator) for _ in range(2))
+    bf16 = [tensor.bfloat16() for tensor in (query, key, value, prefix_keys, prefix_values)]
+    ours, _ = shared_prefix_attention(
+        SimpleNamespace(layer_idx=0),
+        *bf16[:3],
+        sees[:, None],
+        0.25,
+        shared_prefix=SharedPrefix((bf16[3],), (bf16[4],)),
+    )
+    expected = naive_attention(*[t.float() for t in bf16[:3]], sees, bf16[3].float(), bf16[4].float(), 0.25)
+    assert ours.dtype == torch.bfloat16
+    torch.testing.assert_close(ours.float(), expected, atol=2e-2, rtol=2e-2)
