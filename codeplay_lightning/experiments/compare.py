@@ -8,9 +8,11 @@ run sampled without replacement from its last 100). A resumed run may have logge
 its interrupted iteration twice: each `index` counts once, its last occurrence kept. A run still
 training is read as far as it got; a line cut short by a crash is skipped with a note.
 
-Self-play runs (their records say which puzzles the initial, frozen Solver also attempted) add `selfplay.png`
-and a "Self-play" section: the pass rate 1/D of the current and of the initial Solver on those puzzles, each
-evaluation set's pass@1 and pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n.
+When a run's Solver learned (`solver.learn_every` > 0), the self-play runs (their records say which puzzles
+the initial, frozen Solver also attempted; a fixed Solver's too) add `selfplay.png` and a "Self-play" section:
+the pass rate 1/D of the current and of the initial Solver on those puzzles, each evaluation set's pass@1 and
+pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n. With fixed Solvers only, as in
+the preset sweep, current and initial are one Solver: no section.
 Runs from before self-play are reported as they always were.
 """
 
@@ -68,14 +70,15 @@ class Run:
 
 
 def compare(run_dirs: list[Path], out: Path, seed: int = 0) -> dict:
-    """Write `out/figure.png` and `out/report.md`, and `out/selfplay.png` when a run is a self-play one; returns
-    what was written, per run (`selfplay`: None when no run is one)."""
+    """Write `out/figure.png` and `out/report.md`, and `out/selfplay.png` when a run's Solver learned; returns
+    what was written, per run (`selfplay`: None when no Solver learned)."""
     if not run_dirs:
         raise ValueError("give at least one run directory")
     runs = read_runs(run_dirs)
     out.mkdir(parents=True, exist_ok=True)
     plot(runs, out / "figure.png")
-    selfplay = [selfplay_summary(run) for run in runs if run.selfplay]
+    learned = any(run.learn_every for run in runs)  # with fixed Solvers only, current and initial are one Solver
+    selfplay = [selfplay_summary(run) for run in runs if run.selfplay] if learned else []
     if selfplay:
         plot_selfplay(runs, out / "selfplay.png")
     summaries = [summary(run) | {"sampled": sample_last(run.puzzles, seed)} for run in runs]

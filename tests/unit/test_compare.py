@@ -326,19 +326,26 @@ def test_the_phase_table_sets_phase_0_beside_the_last_phase(tmp_path):
     assert "\n".join(table) in report
 
 
-def test_selfplay_png_only_when_a_run_has_the_fields(tmp_path):
+def test_selfplay_png_only_when_a_solver_learned(tmp_path):
     old = write_run(tmp_path, "none", [puzzle(i) for i in range(1, 41)])
     result = compare([old], tmp_path / "old_out")
     assert result["selfplay"] is None and not (tmp_path / "old_out" / "selfplay.png").exists()
     assert "Self-play" not in result["report"].read_text()
 
-    # a fixed Solver (solver.learn_every 0): D is D_initial, and no solver.jsonl
+    # a fixed Solver (solver.learn_every 0): D is D_initial, and no solver.jsonl; alone, it has no section
     fixed = write_run(tmp_path, "novelty", [selfplay_puzzle(i, 4.0, 4.0) for i in range(1, 41)])
     (fixed / "config.yaml").write_text((fixed / "config.yaml").read_text() + "solver:\n  learn_every: 0\n")
-    result = compare([old, fixed], tmp_path / "out")
+    result = compare([old, fixed], tmp_path / "fixed_out")
+    assert result["selfplay"] is None and "Self-play" not in result["report"].read_text()
+
+    # beside a Solver that learned, it is reported with it
+    learning = write_run(tmp_path, "balanced", [selfplay_puzzle(i, 2.0, 4.0) for i in range(1, 41)])
+    (learning / "config.yaml").write_text((learning / "config.yaml").read_text() + "solver:\n  learn_every: 2\n")
+    result = compare([old, fixed, learning], tmp_path / "out")
     height, width, _ = imread(result["selfplay"]["figure"]).shape
     assert result["selfplay"]["figure"] == tmp_path / "out" / "selfplay.png" and width > 3 * height > 0
-    (row,) = result["selfplay"]["runs"]
+    row, learning_row = result["selfplay"]["runs"]
+    assert learning_row["label"] == "balanced (w_d=1, w_n=1)"
     assert (row["label"], row["phases"], row["evaluations"]) == ("novelty (w_d=1, w_n=1)", 0, {})
     assert row["pass_rate"] == {"current": 0.25, "initial": 0.25}
     report = result["report"].read_text()
@@ -350,10 +357,12 @@ def test_old_runs_outputs_are_unchanged(tmp_path):
     records = [puzzle(1, r_d=0.5), puzzle(2, valid=False, difficulty=None)]
     old = compare([write_run(tmp_path / "old", "balanced", records)], tmp_path / "old_out")
     assert old["report"].read_text() == OLD_REPORT + "\n"
-    # the same run with self-play's fields: figure.png and the rest of the report as before
+    # the same run with self-play's fields, its Solver learning: figure.png and the rest of the report as before
     fields = [{"initial_attempted": True, "D_initial": 4.0}, {"initial_attempted": False, "D_initial": None}]
     new_records = [record | extra for record, extra in zip(records, fields)]
-    new = compare([write_run(tmp_path / "new", "balanced", new_records)], tmp_path / "new_out")
+    new_run = write_run(tmp_path / "new", "balanced", new_records)
+    (new_run / "config.yaml").write_text((new_run / "config.yaml").read_text() + "solver:\n  learn_every: 2\n")
+    new = compare([new_run], tmp_path / "new_out")
     assert new["figure"].read_bytes() == old["figure"].read_bytes()
     before, section = new["report"].read_text().split("## Self-play\n")
     assert before + section[section.index("## Puzzles") :] == OLD_REPORT + "\n"
