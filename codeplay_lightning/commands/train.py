@@ -27,11 +27,11 @@ def run(args: argparse.Namespace) -> int:
     files = [item for item in args.items if "=" not in item]
     overrides = [item for item in args.items if "=" in item]
     config = load_config(files, overrides)
-    keep_freed_memory_on_cpu(config.trainer.accelerator)  # PPO updates a fifth faster on CPU
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    keep_freed_memory_on_cpu(config.trainer.accelerator)  # under glibc, PPO updates a fifth faster on CPU
 
     from codeplay_lightning.train import train
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     run_dir = train(config, resume=args.resume)
     print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")
     return 0

@@ -1,15 +1,19 @@
-"""`keep_freed_memory` makes glibc keep a freed large block in the heap, where it is reused; only training on
-the CPU asks for it."""
+"""Training commands relaunch under jemalloc where it is installed; elsewhere `keep_freed_memory` makes glibc keep a
+freed large block in the heap, where it is reused; only training on the CPU asks for either."""
 
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from codeplay_lightning import allocator
 
 # In a fresh interpreter: free 200 MB, then report how much free memory the heap holds (mallinfo2's fordblks).
 FREE_A_LARGE_BLOCK = """
@@ -52,8 +56,6 @@ def test_a_freed_large_block_stays_in_the_heap_only_when_asked():
 
 
 def test_without_glibc_it_warns_and_changes_nothing(monkeypatch, caplog):
-    from codeplay_lightning import allocator
-
     monkeypatch.setattr(allocator.ctypes.util, "find_library", lambda name: None)
     assert allocator.keep_freed_memory() is False
     assert "not glibc" in caplog.text
@@ -73,7 +75,7 @@ def test_only_training_on_the_cpu_keeps_freed_memory(monkeypatch, caplog, argv, 
     """On a GPU the tensors are on the device: kept host memory would only hold each rank's peak until exit."""
     import torch
 
-    from codeplay_lightning import allocator, cli, train
+    from codeplay_lightning import cli, train
 
     monkeypatch.chdir(Path(__file__).parents[2])
     monkeypatch.setattr(allocator.ctypes.util, "find_library", lambda name: None)  # a call shows as a warning
@@ -81,6 +83,49 @@ def test_only_training_on_the_cpu_keeps_freed_memory(monkeypatch, caplog, argv, 
     monkeypatch.setattr(train, "train", lambda config, resume: Path("runs/nothing"))
     cli.main(argv)
     assert ("not glibc" in caplog.text) == kept
+
+
+def test_under_jemalloc_glibc_is_left_alone(monkeypatch, caplog):
+    monkeypatch.setattr(allocator, "jemalloc_loaded", lambda: True)
+    monkeypatch.setattr(allocator, "keep_freed_memory", lambda: pytest.fail("glibc's settings asked for"))
+    caplog.set_level("INFO", logger="codeplay_lightning")
+    assert allocator.keep_freed_memory_on_cpu("cpu") is False
+    assert "allocator: jemalloc" in caplog.text
+
+
+# A command line as `codeplay train` runs it: the relaunch (an exec) happens first, then the command's own code.
+RELAUNCHING_COMMAND = """
+import json, os, sys
+from codeplay_lightning import allocator
+if sys.argv[1] == "missing":
+    allocator.ctypes.util.find_library = lambda name: None
+allocator.relaunch_under_jemalloc()
+print(json.dumps({"argv": sys.argv[1:], "jemalloc": allocator.jemalloc_loaded(), "pid": os.getpid(),
+                  "preload": os.environ.get("LD_PRELOAD", "")}))
+"""
+
+
+def run_relaunching(*argv: str, env: dict | None = None) -> dict:
+    command = [sys.executable, "-c", RELAUNCHING_COMMAND, *argv]
+    completed = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    return json.loads(completed.stdout)
+
+
+def jemalloc_installed() -> bool:
+    return sys.platform.startswith("linux") and ctypes.util.find_library("jemalloc") is not None
+
+
+@pytest.mark.skipif(not jemalloc_installed(), reason="needs jemalloc (Debian: libjemalloc2; make install as root)")
+def test_a_training_command_relaunches_itself_under_jemalloc_once():
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", allocator.RELAUNCHED)}
+    env["LD_PRELOAD"] = ""
+    relaunched = run_relaunching("installed", "key=value", env=env)
+    assert relaunched["jemalloc"] and "libjemalloc" in relaunched["preload"]
+    assert relaunched["argv"] == ["installed", "key=value"]  # the same command line
+    assert run_relaunching("missing", env=env)["jemalloc"] is False  # not installed: glibc, no relaunch
+    # a relaunched process whose preload failed does not relaunch again
+    failed = env | {allocator.RELAUNCHED: "1"}
+    assert run_relaunching("installed", env=failed)["jemalloc"] is False
 
 
 PEAK_OF_A_STRETCH = """
