@@ -242,12 +242,14 @@ def against_unrewarded(runs: list[Run], baseline: str = "none") -> list[dict]:
     """The statistics of docs/results/discussion.md, each run against the `baseline` run (the unrewarded preset;
     [] when no run has that name). Iteration 0 is shared by runs of one seed and left out of the fractions; R_n
     is compared at the same archive positions in every run, from the first puzzle after the baseline's
-    iteration 0 to the last of the shortest run, and over the second half of that range."""
+    iteration 0 to the last of the shortest run, and over the second half of that range. A run still in its first
+    iteration (nothing valid after it yet) has no row."""
+    runs = [run for run in runs if any(p["iteration"] > 0 and p["valid"] for p in run.puzzles)]
     base = next((run for run in runs if run.name == baseline), None)
-    if base is None or not base.puzzles:
+    if base is None:
         return []
     first = 1 + max(p["index"] for p in base.puzzles if p["iteration"] == 0)
-    last = min(run.puzzles[-1]["index"] for run in runs if run.puzzles)
+    last = min(run.puzzles[-1]["index"] for run in runs)
     middle = (first + last + 1) // 2
 
     def later(run: Run, key: str) -> list[bool]:
@@ -260,8 +262,6 @@ def against_unrewarded(runs: list[Run], baseline: str = "none") -> list[dict]:
 
     rows = []
     for run in runs:
-        if not run.puzzles:
-            continue
         iterations = sorted({p["iteration"] for p in run.puzzles})
         by_iteration = []
         for iteration in iterations:

@@ -401,3 +401,7 @@ def test_the_statistics_against_the_unrewarded_run_match_a_naive_computation(tmp
     table = (tmp_path / "out" / "report.md").read_text().split("## Against the unrewarded run")[1]
     assert f"{p:.3f} ({(p - q) / se:+.1f} SE)" in table and f"| {runs[0].label} | " in table
     assert against_unrewarded(runs[1:]) == []  # no unrewarded run: no section
+    # a run still in its first iteration (as a sweep's next preset): no row, and the others' positions unchanged
+    starting = read_run(write_run(tmp_path, "novelty", [puzzle(i) for i in range(1, 8)]))
+    assert [r["label"] for r in against_unrewarded([*runs, starting])] == [r.label for r in runs]
+    assert against_unrewarded([*runs, starting])[1]["positions"] == (first, last, 29)
