@@ -87,7 +87,7 @@ def keep_freed_memory_on_cpu(accelerator: str) -> bool:
         return False
     kept = keep_freed_memory()
     if kept:
-        log.warning("allocator: glibc keeping freed memory (jemalloc not installed: peak memory grows over iterations)")
+        log.warning("allocator: glibc keeping freed memory (jemalloc not loaded: peak memory grows over iterations)")
     return kept
 
 
