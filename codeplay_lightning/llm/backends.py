@@ -21,6 +21,10 @@ from codeplay_lightning.models.sampling import SamplingConfig, sample
 
 OPENAI_PREFIX = "openai:"
 MAX_API_STOP_STRINGS = 4  # the OpenAI API rejects requests with more
+# KV-cache slots a batch may hold: rows x (longest prompt after the prefix all share + max_new_tokens). One long
+# prompt (P3's test split has a 7k-token puzzle) would otherwise pad 32 rows to its length: over 19 GiB and 10
+# minutes for one batch on 2 cores; a Solver's row holds a few hundred slots. 1.5 GiB of bf16 cache for SmolLM2-135M.
+MAX_BATCH_SLOTS = 65_536
 
 
 def chat_text(tokenizer: PreTrainedTokenizerBase, prompt: str) -> str:
@@ -30,7 +34,8 @@ def chat_text(tokenizer: PreTrainedTokenizerBase, prompt: str) -> str:
 
 
 class HFLLM:
-    """A local causal LM sampled with `models.sampling.sample`, `batch_size` prompts at a time.
+    """A local causal LM sampled with `models.sampling.sample`, up to `batch_size` prompts at a time
+    (`slot_limited_batches`).
 
     `chat=True` sends each prompt as a single user message through the tokenizer's chat template;
     `chat=False` continues the raw prompt; `chat=None` decides: chat exactly when the tokenizer has
@@ -69,9 +74,9 @@ class HFLLM:
             seeds = torch.randint(0, 2**62, (len(texts),), generator=self.generator).tolist()
             row_generators = [torch.Generator().manual_seed(seed) for seed in seeds]
 
+        token_ids = self.tokenizer(texts)["input_ids"]
         completions: list[str] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = slice(start, start + self.batch_size)
+        for batch in slot_limited_batches(token_ids, self.batch_size, self.sampling.max_new_tokens, MAX_BATCH_SLOTS):
             with torch.inference_mode():
                 samples = sample(
                     self.model,
@@ -82,10 +87,28 @@ class HFLLM:
                 )
             completions += samples.texts
             self.usage.completion_tokens += sum(len(token_ids) for token_ids in samples.token_ids)
-        self.usage.prompt_tokens += sum(len(ids) for ids in self.tokenizer(texts)["input_ids"])
+        self.usage.prompt_tokens += sum(map(len, token_ids))
         self.usage.calls += len(prompts)
         self.usage.seconds += time.perf_counter() - started
         return completions
+
+
+def slot_limited_batches(
+    token_ids: list[list[int]], batch_size: int, max_new_tokens: int, max_slots: int
+) -> list[slice]:
+    """The rows in consecutive batches of at most `batch_size`, each holding at most `max_slots` cache slots:
+    rows x (longest prompt after the prefix all rows share + `max_new_tokens`); a row alone may exceed it."""
+    shared = 0
+    while shared < min(map(len, token_ids)) and len({ids[shared] for ids in token_ids}) == 1:
+        shared += 1
+    batches, start, longest = [], 0, 0
+    for row, ids in enumerate(token_ids):
+        length = len(ids) - shared + max_new_tokens
+        if row > start and (row - start == batch_size or (row - start + 1) * max(longest, length) > max_slots):
+            batches.append(slice(start, row))
+            start, longest = row, 0
+        longest = max(longest, length)
+    return [*batches, slice(start, len(token_ids))]
 
 
 class OpenAILLM:

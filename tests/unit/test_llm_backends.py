@@ -4,12 +4,14 @@ that need no server. The real llama.cpp server is in tests/integration/test_open
 from __future__ import annotations
 
 import copy
+import os
+import random
 import socket
 
 import pytest
 import torch
 
-from codeplay_lightning.llm import HFLLM, OpenAILLM, load_llm
+from codeplay_lightning.llm import HFLLM, OpenAILLM, backends, load_llm
 from codeplay_lightning.models.sampling import SamplingConfig, sample
 
 PROMPTS = ["def f(x: int):\n    return x > 3\n", "a", "assert f(g())\n\ndef g():"]
@@ -57,6 +59,61 @@ def test_generator_makes_completions_reproducible_whatever_the_batch_size(tiny_l
     one_at_a_time = completions(1)
     assert completions(4) == one_at_a_time
     assert completions(32) == one_at_a_time
+
+
+def naive_batches(token_ids, batch_size, max_new_tokens, max_slots):
+    """Grow each batch row by row while it stays within both limits, from a plain recount each time."""
+    shared = len(os.path.commonprefix(token_ids))
+    batches, batch = [], []
+    for row in range(len(token_ids)):
+        grown = [*batch, row]
+        slots = len(grown) * max(len(token_ids[r]) - shared + max_new_tokens for r in grown)
+        if batch and (len(grown) > batch_size or slots > max_slots):
+            batches.append(batch)
+            grown = [row]
+        batch = grown
+    return [*batches, batch]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_batches_hold_at_most_batch_size_rows_and_max_slots_cache_slots(seed):
+    rng = random.Random(seed)
+    prefix = [7] * rng.randrange(0, 5)
+    token_ids = [
+        prefix + [rng.randrange(9) for _ in range(rng.choice([1, 3, 8, 40]))] for _ in range(rng.randrange(1, 30))
+    ]
+    batch_size, max_new, max_slots = rng.randrange(1, 9), rng.randrange(0, 6), rng.randrange(10, 120)
+
+    batches = backends.slot_limited_batches(token_ids, batch_size, max_new, max_slots)
+
+    assert [list(range(len(token_ids)))[b] for b in batches] == naive_batches(token_ids, batch_size, max_new, max_slots)
+
+
+def test_a_long_prompt_shrinks_its_batch_and_leaves_the_completions_as_one_at_a_time(
+    tiny_llama, char_tokenizer, monkeypatch
+):
+    prompts = [*PROMPTS, "x" * 60, *PROMPTS]
+    monkeypatch.setattr(backends, "MAX_BATCH_SLOTS", 3 * (60 + SAMPLING.max_new_tokens))
+    sampled: list[int] = []
+    monkeypatch.setattr(
+        backends,
+        "sample",
+        lambda model, tok, texts, *rest: sampled.append(len(texts)) or sample(model, tok, texts, *rest),
+    )
+
+    def completions(batch_size: int) -> list[str]:
+        llm = HFLLM(
+            tiny_llama,
+            char_tokenizer,
+            SAMPLING,
+            chat=False,
+            batch_size=batch_size,
+            generator=torch.Generator().manual_seed(3),
+        )
+        return llm.complete(prompts)
+
+    assert completions(32) == completions(1)
+    assert sampled[: len(sampled) - len(prompts)] == [3, 3, 1]  # the long prompt's batch cut at 3 rows
 
 
 def test_chat_mode_applies_the_chat_template(tiny_llama, char_tokenizer):
