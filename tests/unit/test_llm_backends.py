@@ -28,6 +28,12 @@ def reference(model, tokenizer, texts: list[str], seed: int):
     return sample(model, tokenizer, texts, SAMPLING, [torch.Generator().manual_seed(s) for s in seeds])
 
 
+def seeded_llm(model, tokenizer, batch_size: int, seed: int) -> HFLLM:
+    return HFLLM(
+        model, tokenizer, SAMPLING, chat=False, batch_size=batch_size, generator=torch.Generator().manual_seed(seed)
+    )
+
+
 def test_completion_mode_returns_one_completion_per_prompt_and_counts_usage(tiny_llama, char_tokenizer):
     llm = HFLLM(tiny_llama, char_tokenizer, SAMPLING, chat=False, generator=torch.Generator().manual_seed(0))
     completions = llm.complete(PROMPTS)
@@ -46,14 +52,7 @@ def test_completion_mode_returns_one_completion_per_prompt_and_counts_usage(tiny
 
 def test_generator_makes_completions_reproducible_whatever_the_batch_size(tiny_llama, char_tokenizer):
     def completions(batch_size: int) -> list[str]:
-        llm = HFLLM(
-            tiny_llama,
-            char_tokenizer,
-            SAMPLING,
-            chat=False,
-            batch_size=batch_size,
-            generator=torch.Generator().manual_seed(5),
-        )
+        llm = seeded_llm(tiny_llama, char_tokenizer, batch_size, seed=5)
         return llm.complete(PROMPTS * 2) + llm.complete(PROMPTS)
 
     one_at_a_time = completions(1)
@@ -101,19 +100,9 @@ def test_a_long_prompt_shrinks_its_batch_and_leaves_the_completions_as_one_at_a_
         lambda model, tok, texts, *rest: sampled.append(len(texts)) or sample(model, tok, texts, *rest),
     )
 
-    def completions(batch_size: int) -> list[str]:
-        llm = HFLLM(
-            tiny_llama,
-            char_tokenizer,
-            SAMPLING,
-            chat=False,
-            batch_size=batch_size,
-            generator=torch.Generator().manual_seed(3),
-        )
-        return llm.complete(prompts)
-
-    assert completions(32) == completions(1)
-    assert sampled[: len(sampled) - len(prompts)] == [3, 3, 1]  # the long prompt's batch cut at 3 rows
+    one_at_a_time = seeded_llm(tiny_llama, char_tokenizer, 1, seed=3).complete(prompts)
+    assert seeded_llm(tiny_llama, char_tokenizer, 32, seed=3).complete(prompts) == one_at_a_time
+    assert sampled[len(prompts) :] == [3, 3, 1]  # the long prompt's batch cut at 3 rows
 
 
 def test_chat_mode_applies_the_chat_template(tiny_llama, char_tokenizer):
