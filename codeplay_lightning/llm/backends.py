@@ -17,7 +17,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.models.loading import load_causal_lm
-from codeplay_lightning.models.sampling import SamplingConfig, sample
+from codeplay_lightning.models.sampling import SamplingConfig, common_prefix_length, sample
 
 OPENAI_PREFIX = "openai:"
 MAX_API_STOP_STRINGS = 4  # the OpenAI API rejects requests with more
@@ -98,9 +98,7 @@ def slot_limited_batches(
 ) -> list[slice]:
     """The rows in consecutive batches of at most `batch_size`, each holding at most `max_slots` cache slots:
     rows x (longest prompt after the prefix all rows share + `max_new_tokens`); a row alone may exceed it."""
-    shared = 0
-    while shared < min(map(len, token_ids)) and len({ids[shared] for ids in token_ids}) == 1:
-        shared += 1
+    shared = common_prefix_length(token_ids)  # as `sample` holds it
     batches, start, longest = [], 0, 0
     for row, ids in enumerate(token_ids):
         length = len(ids) - shared + max_new_tokens

@@ -261,7 +261,7 @@ class _BehindSharedPrefix:
         """The prompts run behind their longest common token prefix, identical prompts once."""
         device = model.device
         token_ids = _distinct_token_ids(tokenizer, prompts)
-        shared = _common_prefix_length(token_ids)
+        shared = common_prefix_length(token_ids)
         rest_ids, real = _left_padded([ids[shared:] for ids in token_ids], max_new_tokens, device)
         rest_length = rest_ids.shape[1]
         prefix = run_prefix(model, token_ids[0][:shared])[0] if shared else None
@@ -404,7 +404,7 @@ class _WholeContext:
         self.positions[rows] = self.prompt_length
 
 
-def _common_prefix_length(sequences: list[list[int]]) -> int:
+def common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
     """Length of the prefix shared by all `sequences`, leaving each at least one token after it."""
     shortest = min(len(sequence) for sequence in sequences)
     length = 0

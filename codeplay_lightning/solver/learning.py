@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from codeplay_lightning.config import SolverConfig
+from codeplay_lightning.models.sampling import common_prefix_length
 from codeplay_lightning.models.scoring import score_actions
 from codeplay_lightning.puzzles import Puzzle, solver_prompt
 from codeplay_lightning.solver.few_shot import G_HEADER, PuzzleResult
@@ -173,7 +174,7 @@ def bc_loss(model: nn.Module, sequences: Sequence[tuple[list[int], int]], device
     """(sum of -log p over the tokens after each prompt, their count) of `sequences`, in one scoring pass: the
     token prefix all of them share (the few-shot block) runs once, each sequence's rest behind it
     (`score_actions`, exact against a full forward per sequence)."""
-    shared = _common_prefix_length([ids for ids, _ in sequences])
+    shared = common_prefix_length([ids for ids, _ in sequences])
     shared = min(shared, *(prompt_length for _, prompt_length in sequences))  # the targets are all actions
     prefix = torch.tensor(sequences[0][0][:shared], device=device)
     rests = [ids[shared:] for ids, _ in sequences]
@@ -187,14 +188,6 @@ def bc_loss(model: nn.Module, sequences: Sequence[tuple[list[int], int]], device
         target[row, prompt_length - shared : len(rest)] = 1
     logprobs, _, _ = score_actions(model, prefix, action_ids, mask, temperature=1.0)
     return -(logprobs * target).sum(), int(target.sum())
-
-
-def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
-    first = sequences[0]
-    length = min(map(len, sequences))
-    for other in sequences[1:]:
-        length = next((i for i in range(length) if other[i] != first[i]), length)
-    return length
 
 
 def sharing_copy(model: nn.Module) -> nn.Module:

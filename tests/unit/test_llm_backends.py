@@ -62,7 +62,7 @@ def test_generator_makes_completions_reproducible_whatever_the_batch_size(tiny_l
 
 def naive_batches(token_ids, batch_size, max_new_tokens, max_slots):
     """Grow each batch row by row while it stays within both limits, from a plain recount each time."""
-    shared = len(os.path.commonprefix(token_ids))
+    shared = min(len(os.path.commonprefix(token_ids)), min(map(len, token_ids)) - 1)  # each row keeps a token
     batches, batch = [], []
     for row in range(len(token_ids)):
         grown = [*batch, row]
