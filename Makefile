@@ -51,7 +51,7 @@ warmstart: $(WARMSTART)/corpus.json ## rebuild both shipped adapters: smollm2-13
 	$(MAKE) warmstart-synthesis
 
 SYNTHESIS := runs/warmstart-synthesis
-warmstart-synthesis: $(WARMSTART)/corpus.json ## rebuild the smollm2-135m-gif adapter on the shipped warm start: the Solver's failed tries and corrupted solutions of training puzzles as generate / improve / fix examples, LoRA SFT, one epoch
+warmstart-synthesis: $(WARMSTART)/corpus.json ## rebuild the smollm2-135m-gif adapter on the shipped warm start: the Solver's failed tries and corrupted solutions of training puzzles as generate / improve / fix examples, LoRA SFT (150 steps, 0.9 epoch: about 45 min on AMX cores)
 	rm -rf $(SYNTHESIS)
 	$(BIN)/codeplay evaluate --puzzles $(WARMSTART)/corpus.json --split train --limit 150 --attempts 4 --llm smollm2-135m-sft --out $(SYNTHESIS)/attempts
 	$(BIN)/codeplay actions $(WARMSTART)/corpus.json --attempts $(SYNTHESIS)/attempts/puzzles.jsonl --per-action 300 --seed 0 --out $(SYNTHESIS)/actions.jsonl
