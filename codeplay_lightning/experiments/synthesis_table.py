@@ -9,11 +9,14 @@ nothing in them depends on the budget but when they stop, and the LLM's batches 
 Per method, over the seeds of each task: the solved fraction at each budget with its standard error across tasks
 (each task's mean over seeds is one observation), and the difference to the baseline method on the same tasks
 (paired) with its standard error; LLM calls to the first solution, tokens per task, and which action wrote the
-solutions (GIF-MCTS trees).
+solutions (GIF-MCTS trees). For the GIF-MCTS variants a second table says what each action's calls produced:
+programs that do not parse, programs that raise or time out, programs identical to the node they improve or fix,
+and solutions.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -24,8 +27,8 @@ BASELINE = "sample"
 
 
 def load_runs(run_dirs: list[Path]) -> list[dict]:
-    """Each directory's summary.json, with `seed` and `solution_actions` (the action that made each solved task's
-    first solution, for the GIF-MCTS variants)."""
+    """Each directory's summary.json, with `seed`, `solution_actions` (the action that made each solved task's
+    first solution) and `action_outcomes` (`action_outcomes` summed over the tasks), both empty but for GIF-MCTS."""
     runs = []
     for directory in run_dirs:
         path = directory / "summary.json"
@@ -33,11 +36,13 @@ def load_runs(run_dirs: list[Path]) -> list[dict]:
             raise ValueError(f"{directory} has no summary.json: not a codeplay synthesize output directory")
         run = json.loads(path.read_text())
         run["seed"] = run["arguments"].get("seed", 0)
-        run["solution_actions"] = Counter(
-            action
-            for outcome in run["outcomes"]
-            if outcome["strict"] and (action := solution_action(json.loads((directory / outcome["file"]).read_text())))
-        )
+        run["solution_actions"], run["action_outcomes"] = Counter(), defaultdict(Counter)
+        for outcome in run["outcomes"]:
+            record = json.loads((directory / outcome["file"]).read_text())
+            if outcome["strict"] and (action := solution_action(record)):
+                run["solution_actions"][action] += 1
+            for action, counts in action_outcomes(record).items():
+                run["action_outcomes"][action] += counts
         runs.append(run)
     return runs
 
@@ -54,6 +59,42 @@ def solution_action(record: dict) -> str | None:
             return node["action"]
         stack += node["children"]
     return None
+
+
+OUTCOMES = ("calls", "does not parse", "raises or times out", "same as its parent", "solved")
+
+
+def action_outcomes(record: dict) -> dict[str, Counter]:
+    """Per action of a GIF-MCTS tree, what its calls produced (`OUTCOMES`; {} for other methods). A buggy program
+    that parses raised or ran out of time in the sandbox; "same as its parent": an improve or fix that returned the
+    program it was given (whitespace aside)."""
+    search = record["search"]
+    outcomes: dict[str, Counter] = defaultdict(Counter)
+    stack = [search["root"]] if "root" in search else []
+    while stack:
+        node = stack.pop()
+        for child in node["children"]:
+            counts = outcomes[child["action"]]
+            parses = _parses(child["program"])
+            counts.update(
+                {
+                    "calls": 1,
+                    "does not parse": not parses,
+                    "raises or times out": parses and child["buggy"],
+                    "same as its parent": node["action"] != "root" and child["program"].strip() == node["program"].strip(),
+                    "solved": child["score"] >= 1.0,
+                }
+            )
+            stack.append(child)
+    return outcomes
+
+
+def _parses(program: str) -> bool:
+    try:
+        ast.parse(program)
+    except SyntaxError:
+        return False
+    return True
 
 
 def solved_at_budget(outcome: dict, budget: int) -> bool:
@@ -104,7 +145,24 @@ def synthesis_table(runs: list[dict], budgets: list[int], title: str) -> str:
         actions = sum((run["solution_actions"] for run in group), Counter())
         cells.append(", ".join(f"{action} {count}" for action, count in sorted(actions.items())) or "—")
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + action_table(by_method)
+
+
+def action_table(by_method: dict[str, list[dict]]) -> str:
+    """What the GIF-MCTS variants' calls of each action produced, summed over seeds and tasks ("" without any)."""
+    rows = []
+    for method, group in sorted(by_method.items(), key=lambda item: _order(item[0])):
+        totals: dict[str, Counter] = defaultdict(Counter)
+        for run in group:
+            for action, counts in run["action_outcomes"].items():
+                totals[action] += counts
+        for action, counts in sorted(totals.items()):
+            share = [f"{counts[o]} ({100 * counts[o] / counts['calls']:.0f}%)" for o in OUTCOMES[1:]]
+            rows.append(f"| {method} | {action} | {counts['calls']} | " + " | ".join(share) + " |")
+    if not rows:
+        return ""
+    header = "| method | action | " + " | ".join(OUTCOMES) + " |"
+    return "\n".join(["", "What each action's calls produced:", "", header, "|---|---|" + "--:|" * 5, *rows]) + "\n"
 
 
 def _order(method: str) -> tuple[int, str]:

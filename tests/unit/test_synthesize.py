@@ -17,7 +17,7 @@ import torch
 from support import ScriptedLLM
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.experiments.synthesis_table import load_runs, synthesis_table
+from codeplay_lightning.experiments.synthesis_table import action_outcomes, load_runs, synthesis_table
 from codeplay_lightning.llm import load_llm
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzles import bundled_puzzles
@@ -335,8 +335,9 @@ def write_run(directory: Path, method: str, seed: int, solved_at: dict[str, int 
     outcomes = []
     (directory / "tasks").mkdir(parents=True)
     for name, first in solved_at.items():
-        child = {"action": "improve", "score": 1.0 if first else 0.0, "children": []}
-        search = {"method": method, "root": {"action": "root", "score": 0.0, "children": [child]}}
+        child = {"action": "improve", "program": "def g(): return 1", "buggy": False, "children": []}
+        child["score"] = 1.0 if first else 0.0
+        search = {"method": method, "root": {"action": "root", "program": "", "score": 0.0, "children": [child]}}
         if not method.startswith("gif-mcts"):
             search = {"method": method, "samples": []}
         (directory / "tasks" / f"{name}.json").write_text(json.dumps({"search": search}))
@@ -358,7 +359,9 @@ def test_the_table_counts_solutions_by_budget_with_paired_standard_errors(tmp_pa
         directories.append(tmp_path / f"{method}-{seed}")
         write_run(directories[-1], method, seed, solved_at, tokens=300)
     assert main(["synthesis-table", *map(str, directories), "--budgets", "16", "4", "--title", "T"]) == 0
-    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in capsys.readouterr().out.splitlines()}
+    table, actions = capsys.readouterr().out.split("What each action's calls produced:")
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines()}
+    assert actions.splitlines()[4:] == ["| gif-mcts | improve | 6 | 0 (0%) | 0 (0%) | 0 (0%) | 4 (67%) |"]
     # gif-mcts per task at 4: a 1/2, b 0, c 0 -> mean 1/6; at 16: a 1, b 1/2, c 1/2 -> mean 2/3
     se_4 = math.sqrt(((1 / 2 - 1 / 6) ** 2 + 2 * (1 / 6) ** 2) / 2 / 3)
     se_16 = math.sqrt(((1 - 2 / 3) ** 2 + 2 * (1 / 2 - 2 / 3) ** 2) / 2 / 3)
@@ -367,6 +370,33 @@ def test_the_table_counts_solutions_by_budget_with_paired_standard_errors(tmp_pa
     assert rows["gif-mcts"][4:6] == ["+0.0 ± 0.0", "+50.0 ± 0.0"]
     assert rows["gif-mcts"][6:] == [f"{(2 + 9 + 5 + 16) / 4:.1f}", "200", "improve 4 |"]
     assert rows["sample"][1:7] == ["2", "16.7 ± 16.7%", "16.7 ± 16.7%", "—", "—", "1.0"]
+
+
+def test_the_action_table_counts_what_each_action_produced(tmp_path, capsys):
+    def node(action, program, buggy=False, score=0.0, children=()):
+        return {"action": action, "program": program, "buggy": buggy, "score": score, "children": list(children)}
+
+    broken = "def g(:\n    return 1"
+    raising = "def g():\n    return 1 / 0"
+    tree = node("root", "def g():\n", children=[
+        node("generate", broken, buggy=True, children=[node("fix", broken, buggy=True)]),
+        node("generate", raising, buggy=True, children=[
+            node("fix", raising + "\n", buggy=True), node("fix", "def g():\n    return 2", score=1.0)]),
+    ])
+    assert action_outcomes({"search": {"root": tree}}) == {
+        "generate": Counter({"calls": 2, "does not parse": 1, "raises or times out": 1}),
+        "fix": Counter({"calls": 3, "does not parse": 1, "raises or times out": 1, "same as its parent": 2, "solved": 1}),
+    }
+    assert action_outcomes({"search": {"method": "sample", "samples": []}}) == {}
+    write_run(tmp_path / "gif", "gif-mcts", 0, {"a": 1}, tokens=1)
+    (tmp_path / "gif" / "tasks" / "a.json").write_text(json.dumps({"search": {"method": "gif-mcts", "root": tree}}))
+    write_run(tmp_path / "sample", "sample", 0, {"a": 1}, tokens=1)
+    assert main(["synthesis-table", str(tmp_path / "gif"), str(tmp_path / "sample")]) == 0
+    rows = capsys.readouterr().out.split("What each action's calls produced:")[1].splitlines()[4:]
+    assert rows == [
+        "| gif-mcts | fix | 3 | 1 (33%) | 1 (33%) | 2 (67%) | 1 (33%) |",
+        "| gif-mcts | generate | 2 | 1 (50%) | 1 (50%) | 0 (0%) | 0 (0%) |",
+    ]
 
 
 def test_the_table_refuses_runs_on_other_tasks_or_below_the_largest_budget(tmp_path):
