@@ -76,12 +76,13 @@ def action_outcomes(record: dict) -> dict[str, Counter]:
         for child in node["children"]:
             counts = outcomes[child["action"]]
             parses = _parses(child["program"])
+            unchanged = node["action"] != "root" and child["program"].strip() == node["program"].strip()
             counts.update(
                 {
                     "calls": 1,
                     "does not parse": not parses,
                     "raises or times out": parses and child["buggy"],
-                    "same as its parent": node["action"] != "root" and child["program"].strip() == node["program"].strip(),
+                    "same as its parent": unchanged,
                     "solved": child["score"] >= 1.0,
                 }
             )
