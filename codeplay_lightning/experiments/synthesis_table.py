@@ -9,7 +9,7 @@ nothing in them depends on the budget but when they stop, and the LLM's batches 
 Per method, over the seeds of each task: the solved fraction at each budget with its standard error across tasks
 (each task's mean over seeds is one observation), and the difference to the baseline method on the same tasks
 (paired) with its standard error; LLM calls to the first solution, tokens per task, and which action wrote the
-solutions (GIF-MCTS trees). For the GIF-MCTS variants a second table says what each action's calls produced:
+solutions (GIF-MCTS trees). A second table says what each GIF-MCTS action's calls (and sampling's) produced:
 programs that do not parse, programs that raise or time out, programs identical to the node they improve or fix,
 and solutions.
 """
@@ -28,7 +28,7 @@ BASELINE = "sample"
 
 def load_runs(run_dirs: list[Path]) -> list[dict]:
     """Each directory's summary.json, with `seed`, `solution_actions` (the action that made each solved task's
-    first solution) and `action_outcomes` (`action_outcomes` summed over the tasks), both empty but for GIF-MCTS."""
+    first solution, GIF-MCTS only) and `action_outcomes` (`action_outcomes` summed over the tasks)."""
     runs = []
     for directory in run_dirs:
         path = directory / "summary.json"
@@ -65,29 +65,29 @@ OUTCOMES = ("calls", "does not parse", "raises or times out", "same as its paren
 
 
 def action_outcomes(record: dict) -> dict[str, Counter]:
-    """Per action of a GIF-MCTS tree, what its calls produced (`OUTCOMES`; {} for other methods). A buggy program
-    that parses raised or ran out of time in the sandbox; "same as its parent": an improve or fix that returned the
-    program it was given (whitespace aside)."""
+    """Per action of a GIF-MCTS tree, what its calls produced (`OUTCOMES`); plain sampling's calls as the action
+    "sample"; {} for WorldCoder, which does not record which program each call refined. A buggy program that parses
+    raised or ran out of time in the sandbox; "same as its parent": an improve or fix that returned the program it
+    was given (whitespace aside)."""
     search = record["search"]
     outcomes: dict[str, Counter] = defaultdict(Counter)
+    for sample in search.get("samples", []):
+        outcomes["sample"] += _outcome(sample, parent_program=None)
     stack = [search["root"]] if "root" in search else []
     while stack:
         node = stack.pop()
         for child in node["children"]:
-            counts = outcomes[child["action"]]
-            parses = _parses(child["program"])
-            unchanged = node["action"] != "root" and child["program"].strip() == node["program"].strip()
-            counts.update(
-                {
-                    "calls": 1,
-                    "does not parse": not parses,
-                    "raises or times out": parses and child["buggy"],
-                    "same as its parent": unchanged,
-                    "solved": child["score"] >= 1.0,
-                }
-            )
+            outcomes[child["action"]] += _outcome(child, None if node["action"] == "root" else node["program"])
             stack.append(child)
     return outcomes
+
+
+def _outcome(node: dict, parent_program: str | None) -> Counter:
+    parses = _parses(node["program"])
+    unchanged = parent_program is not None and node["program"].strip() == parent_program.strip()
+    counts = {"does not parse": not parses, "raises or times out": parses and node["buggy"]}
+    counts |= {"same as its parent": unchanged, "solved": node["score"] >= 1.0}
+    return Counter({"calls": 1} | {outcome: int(value) for outcome, value in counts.items()})
 
 
 def _parses(program: str) -> bool:
@@ -150,7 +150,7 @@ def synthesis_table(runs: list[dict], budgets: list[int], title: str) -> str:
 
 
 def action_table(by_method: dict[str, list[dict]]) -> str:
-    """What the GIF-MCTS variants' calls of each action produced, summed over seeds and tasks ("" without any)."""
+    """What the calls of each action produced (`action_outcomes`), summed over seeds and tasks ("" without any)."""
     rows = []
     for method, group in sorted(by_method.items(), key=lambda item: _order(item[0])):
         totals: dict[str, Counter] = defaultdict(Counter)

@@ -397,15 +397,19 @@ def test_the_action_table_counts_what_each_action_produced(tmp_path, capsys):
             {"calls": 3, "does not parse": 1, "raises or times out": 1, "same as its parent": 2} | {"solved": 1}
         ),
     }
-    assert action_outcomes({"search": {"method": "sample", "samples": []}}) == {}
+    samples = {"method": "sample", "samples": [node("", broken, buggy=True), node("", "def g(): return 2", score=1)]}
+    assert action_outcomes({"search": samples}) == {"sample": Counter({"calls": 2, "does not parse": 1, "solved": 1})}
+    assert action_outcomes({"search": {"method": "worldcoder", "candidates": samples["samples"]}}) == {}
     write_run(tmp_path / "gif", "gif-mcts", 0, {"a": 1}, tokens=1)
     (tmp_path / "gif" / "tasks" / "a.json").write_text(json.dumps({"search": {"method": "gif-mcts", "root": tree}}))
     write_run(tmp_path / "sample", "sample", 0, {"a": 1}, tokens=1)
+    (tmp_path / "sample" / "tasks" / "a.json").write_text(json.dumps({"search": samples}))
     assert main(["synthesis-table", str(tmp_path / "gif"), str(tmp_path / "sample")]) == 0
     rows = capsys.readouterr().out.split("What each action's calls produced:")[1].splitlines()[4:]
     assert rows == [
         "| gif-mcts | fix | 3 | 1 (33%) | 1 (33%) | 2 (67%) | 1 (33%) |",
         "| gif-mcts | generate | 2 | 1 (50%) | 1 (50%) | 0 (0%) | 0 (0%) |",
+        "| sample | sample | 2 | 1 (50%) | 0 (0%) | 0 (0%) | 1 (50%) |",
     ]
 
 
