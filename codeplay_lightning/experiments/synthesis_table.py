@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import json
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from codeplay_lightning.experiments.statistics import mean_and_se
@@ -49,16 +50,17 @@ def load_runs(run_dirs: list[Path]) -> list[dict]:
 
 def solution_action(record: dict) -> str | None:
     """The action type of the first node scoring 1 in a GIF-MCTS tree (None for other methods)."""
-    search = record["search"]
-    if "root" not in search:
-        return None
-    stack = [search["root"]]
+    return next((node["action"] for node, _ in _tree_edges(record["search"]) if node["score"] >= 1.0), None)
+
+
+def _tree_edges(search: dict) -> Iterator[tuple[dict, dict]]:
+    """Every node below a GIF-MCTS tree's root with its parent, depth first; nothing for the other methods."""
+    stack = [search["root"]] if "root" in search else []
     while stack:
-        node = stack.pop()
-        if node["score"] >= 1.0:
-            return node["action"]
-        stack += node["children"]
-    return None
+        parent = stack.pop()
+        for node in parent["children"]:
+            yield node, parent
+            stack.append(node)
 
 
 OUTCOMES = ("calls", "does not parse", "raises or times out", "same as its parent", "solved")
@@ -73,12 +75,8 @@ def action_outcomes(record: dict) -> dict[str, Counter]:
     outcomes: dict[str, Counter] = defaultdict(Counter)
     for sample in search.get("samples", []):
         outcomes["sample"] += _outcome(sample, parent_program=None)
-    stack = [search["root"]] if "root" in search else []
-    while stack:
-        node = stack.pop()
-        for child in node["children"]:
-            outcomes[child["action"]] += _outcome(child, None if node["action"] == "root" else node["program"])
-            stack.append(child)
+    for node, parent in _tree_edges(search):
+        outcomes[node["action"]] += _outcome(node, None if parent["action"] == "root" else parent["program"])
     return outcomes
 
 

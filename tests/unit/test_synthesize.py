@@ -17,7 +17,7 @@ import torch
 from support import ScriptedLLM
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.experiments.synthesis_table import action_outcomes, load_runs, synthesis_table
+from codeplay_lightning.experiments.synthesis_table import action_outcomes, load_runs, solution_action, synthesis_table
 from codeplay_lightning.llm import load_llm
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzles import bundled_puzzles
@@ -397,7 +397,9 @@ def test_the_action_table_counts_what_each_action_produced(tmp_path, capsys):
             {"calls": 3, "does not parse": 1, "raises or times out": 1, "same as its parent": 2} | {"solved": 1}
         ),
     }
+    assert solution_action({"search": {"root": tree}}) == "fix"
     samples = {"method": "sample", "samples": [node("", broken, buggy=True), node("", "def g(): return 2", score=1)]}
+    assert solution_action({"search": samples}) is None
     assert action_outcomes({"search": samples}) == {"sample": Counter({"calls": 2, "does not parse": 1, "solved": 1})}
     assert action_outcomes({"search": {"method": "worldcoder", "candidates": samples["samples"]}}) == {}
     write_run(tmp_path / "gif", "gif-mcts", 0, {"a": 1}, tokens=1)
