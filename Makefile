@@ -9,7 +9,7 @@ OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
-.PHONY: help install install-server train tensorboard test test-integration test-full lint bench compare sweep warmstart warmstart-synthesis clean
+.PHONY: help install install-server train tensorboard test test-integration test-full lint bench gpu-prepare gpu-check compare sweep warmstart warmstart-synthesis clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -64,10 +64,10 @@ tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets ove
 	$(BIN)/tensorboard --logdir runs
 
 test: $(BIN)/codeplay ## the fast suite (installs first if needed): unit tests, under 5 minutes, no real-model tests
-	$(BIN)/pytest -q -m "not slow" tests/unit
+	$(BIN)/pytest -q -m "not slow and not gpu" tests/unit
 
 test-integration: $(BIN)/codeplay ## the training loop end to end at a tiny scale: train(), resume, DDP, SFT (minutes)
-	$(BIN)/pytest -q -m "not slow" tests/integration
+	$(BIN)/pytest -q -m "not slow and not gpu" tests/integration
 
 lint: $(BIN)/codeplay ## ruff: lint and format check (pyproject.toml [tool.ruff])
 	$(BIN)/ruff check .
@@ -75,6 +75,13 @@ lint: $(BIN)/codeplay ## ruff: lint and format check (pyproject.toml [tool.ruff]
 
 test-full: $(BIN)/codeplay $(VENV)/.server ## everything: the real embedded model and the llama.cpp server too
 	$(BIN)/pytest -q --durations=15
+
+GPU_OUT ?= bench/gpu
+gpu-prepare: $(BIN)/codeplay ## fill .gpu/ with what a GPU machine without network needs (wheels, a tokenizer; about a minute)
+	bash benchmarks/gpu/prepare.sh
+
+gpu-check: $(BIN)/codeplay ## the GPU check into GPU_OUT: pytest -m gpu, then the paper's scale timed (benchmarks/gpu/); DEVICE=cpu: tiny, on the CPU
+	PYTHON=$(BIN)/python bash benchmarks/gpu/run.sh $(GPU_OUT) $(if $(filter cpu,$(DEVICE)),--device cpu --tiny)
 
 bench: $(BIN)/codeplay ## side-by-side benchmarks (benchmarks/, from a clone with its history), written to bench/bench.json
 	$(BIN)/codeplay bench --out bench/bench.json

@@ -1,6 +1,6 @@
 """Shared fixtures: the sandboxes (plain, and one offering numpy), a character-level tokenizer and a tiny random
 Llama (built in code, see `support.py`), that Llama saved as a model directory, and a stand-in for the model loader
-of the commands."""
+of the commands. Tests marked `gpu` are skipped where there is no CUDA device."""
 
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ from support import build_char_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from codeplay_lightning.execution import Sandbox
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    no_cuda = pytest.mark.skip(reason="needs a CUDA device: benchmarks/gpu/run.sh runs it on a GPU machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(no_cuda)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import pytest
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -19,6 +20,8 @@ from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.setter.rollout import Episode, ScoredPuzzle
 
 REPO = Path(__file__).resolve().parents[1]
+# where the model matrix runs: the CPU everywhere, a CUDA device where there is one (the `gpu` tests)
+DEVICES = ("cpu", pytest.param("cuda", marks=pytest.mark.gpu))
 CONFIGS = REPO / "configs"  # the presets, for load_config
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
 TURNS_CHAT_TEMPLATE = (  # for the char tokenizer: every turn ends with its eos token, as SmolLM2's with <|im_end|>
@@ -114,11 +117,12 @@ def generators(seeds: list[int]) -> list[torch.Generator]:
 
 
 def reference_logprobs(model, tokenizer, prompt: str, token_ids: torch.Tensor, temperature: float):
-    """log_softmax(logits / T) at each generated token from one unpadded forward over prompt + tokens."""
+    """log_softmax(logits / T) at each generated token from one unpadded forward over prompt + tokens, on the
+    model's device; returned on the CPU, as the samplers return theirs."""
     prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]  # (P,)
-    sequence = torch.cat([prompt_ids, token_ids])[None]  # (1, P + n)
+    sequence = torch.cat([prompt_ids, token_ids])[None].to(model.device)  # (1, P + n)
     with torch.no_grad():
-        logits = model(input_ids=sequence).logits[0, len(prompt_ids) - 1 : -1].float()  # (n, V)
+        logits = model(input_ids=sequence).logits[0, len(prompt_ids) - 1 : -1].float().cpu()  # (n, V)
     logprobs = torch.log_softmax(logits / (temperature or 1.0), dim=-1)  # (n, V)
     return logprobs.gather(-1, token_ids[:, None]).squeeze(-1)  # (n,)
 
@@ -129,8 +133,9 @@ def stream_alone(model, tokenizer, prompt: str, n_steps: int, config: SamplingCo
     prompt_ids = tokenizer(prompt, return_tensors="pt")["input_ids"][0]
     pieces, open_ids, open_logprobs = [], [], []
     for _ in range(n_steps):
+        sequence = torch.cat([prompt_ids, torch.tensor(open_ids, dtype=torch.long)])[None].to(model.device)
         with torch.no_grad():
-            logits = model(input_ids=torch.cat([prompt_ids, torch.tensor(open_ids, dtype=torch.long)])[None]).logits
+            logits = model(input_ids=sequence).logits.cpu()
         token, logprob = pick_tokens(
             logits[:, -1].float(), config.temperature, config.top_p, torch.rand(1, generator=generator), config.top_k
         )

@@ -11,7 +11,6 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import openai
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -136,6 +135,9 @@ class OpenAILLM:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.base_url, self.model, self.sampling = base_url, model, sampling
         self.chat, self.concurrency = chat, concurrency
+        import openai  # here, not at the top: only a server needs it (and a GPU machine may not have it)
+
+        self.api_error = openai.APIError
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY", "none"))
         self.request_seeds = random.Random(seed) if seed is not None else None
         self.usage = LLMUsage()
@@ -172,7 +174,7 @@ class OpenAILLM:
             else:
                 response = self.client.completions.create(prompt=prompt, **settings)
                 text = response.choices[0].text
-        except openai.APIError as error:
+        except self.api_error as error:
             raise RuntimeError(f"the LLM server at {self.base_url} failed: {type(error).__name__}: {error}") from error
         if response.usage is None:
             raise RuntimeError(f"the LLM server at {self.base_url} reported no token usage")

@@ -116,6 +116,8 @@ class RolloutCallback(L.Callback):
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
         reset_peak_rss()
+        if module.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(module.device)
         clock = _Clock()
         sandbox_before = self.sandbox.busy_seconds
         solver_tokens_before = (self.solver_usage.prompt_tokens, self.solver_usage.completion_tokens)
@@ -201,6 +203,8 @@ class RolloutCallback(L.Callback):
             "outside_models_frac": 1 - model / self.clock.total(),
             "peak_rss_gib": peak_rss_gib(),  # this rank's process, over this iteration
         }
+        if module.device.type == "cuda":  # what this rank's tensors held at most (the caching allocator keeps more)
+            record["peak_gpu_gib"] = torch.cuda.max_memory_allocated(module.device) / 2**30
         with (Path(trainer.logger.log_dir) / "iterations.jsonl").open("a") as handle:
             handle.write(json.dumps(record) + "\n")
         trainer.logger.log_metrics(
@@ -208,6 +212,7 @@ class RolloutCallback(L.Callback):
                 "time/iteration_s": record["seconds"],
                 "time/outside_models_frac": record["outside_models_frac"],
                 "memory/peak_rss_gib": record["peak_rss_gib"],
+                **({"memory/peak_gpu_gib": record["peak_gpu_gib"]} if "peak_gpu_gib" in record else {}),
             },
             step=trainer.global_step,
         )

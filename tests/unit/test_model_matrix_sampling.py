@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from model_families import FAMILIES, tiny_model
-from support import generators, reference_logprobs, stream_alone
+from support import DEVICES, generators, reference_logprobs, stream_alone
 
 from codeplay_lightning.models import sampling
 from codeplay_lightning.models.families import attention_paths
@@ -27,9 +27,14 @@ STOPS = tuple("aeiou\n:>")
 FAST = {"llama", "gpt2", "gpt_neox", "phi"}
 
 
+@pytest.fixture(scope="module", params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module", params=FAMILIES)
-def model(request, char_tokenizer):
-    return tiny_model(request.param, char_tokenizer)
+def model(request, char_tokenizer, device):
+    return tiny_model(request.param, char_tokenizer).to(device)
 
 
 def test_each_family_takes_the_path_its_test_proves(model):
@@ -68,7 +73,7 @@ def test_under_bf16_autocast_streams_keep_to_a_full_forward_and_their_own_batch(
     on average and at most 0.34 (a sampler that lost the prompt is 12-22 nats off). What a stream samples must
     still not depend on the other streams."""
     config = SamplingConfig(30, 0.8, stop_strings=STOPS)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast(model.device.type, dtype=torch.bfloat16):
         together = sample_streams(model, char_tokenizer, FEW_SHOT, 30, config, generators([7, 8, 9]))
         alone = [sample_streams(model, char_tokenizer, FEW_SHOT, 30, config, generators([seed])) for seed in (7, 8, 9)]
         errors = torch.cat(

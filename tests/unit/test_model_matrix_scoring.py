@@ -14,6 +14,7 @@ import copy
 import pytest
 import torch
 from model_families import FAMILIES, tiny_model
+from support import DEVICES
 from torch import nn
 from torch.nn.functional import pad
 from transformers import OPTConfig, OPTForCausalLM
@@ -40,13 +41,13 @@ FAST = {"llama", "gpt2", "gpt_neox", "phi"}
 TOLERANCES = {"fp32": {"atol": 1e-5, "rtol": 1e-5, "grad": 1e-4}, "bf16": {"atol": 0.1, "rtol": 0.01, "grad": 0.05}}
 
 
-def inputs(vocab_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def inputs(vocab_size: int, device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The prompt (P,), right-padded action ids (B, T) (padding id 0, as the buffer pads) and their mask."""
     generator = torch.Generator().manual_seed(0)
     prompt_ids = torch.randint(3, vocab_size, (PROMPT_LENGTH,), generator=generator)
     action_ids = torch.randint(3, vocab_size, (len(LENGTHS), max(LENGTHS)), generator=generator)
     mask = (torch.arange(max(LENGTHS))[None] < torch.tensor(LENGTHS)[:, None]).float()
-    return prompt_ids, action_ids * mask.long(), mask
+    return prompt_ids.to(device), (action_ids * mask.long()).to(device), mask.to(device)
 
 
 def full_forward_per_row(
@@ -86,16 +87,16 @@ def new_head(model: nn.Module) -> ValueHead:
     return ValueHead(model.config.hidden_size, 16)
 
 
-def scores_and_gradients(family: str, tokenizer, precision: str, eager: bool) -> tuple[tuple, tuple]:
+def scores_and_gradients(family: str, tokenizer, precision: str, eager: bool, device: str) -> tuple[tuple, tuple]:
     """(log-probs, values and entropies by name; every parameter's gradient by name): ours, then the reference's."""
-    model = tiny_model(family, tokenizer)
+    model = tiny_model(family, tokenizer).to(device)
     if eager:  # on the packed path, an additive mask, not SDPA's boolean one
         model.set_attn_implementation("eager")
-    head = new_head(model)
+    head = new_head(model).to(device)
     parameters = {f"model.{name}": p for name, p in model.named_parameters()}
     parameters.update({f"head.{name}": p for name, p in head.named_parameters()})
-    prompt_ids, action_ids, mask = inputs(model.config.vocab_size)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+    prompt_ids, action_ids, mask = inputs(model.config.vocab_size, device)
+    autocast = torch.autocast(device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
     results = {}
     for name, scorer in (("ours", ours), ("reference", full_forward_per_row)):
         with autocast:
@@ -109,11 +110,14 @@ def family(request) -> str:
     return request.param
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("precision", "eager"), [("fp32", False), ("fp32", True), ("bf16", False)])
-def test_scoring_matches_a_full_forward_per_row(family, char_tokenizer, precision, eager):
+def test_scoring_matches_a_full_forward_per_row(family, char_tokenizer, precision, eager, device):
     if eager and family == "gpt_neo":
         pytest.skip("GPT-Neo's attention is eager only")
-    (scores, grads), (expected_scores, expected_grads) = scores_and_gradients(family, char_tokenizer, precision, eager)
+    (scores, grads), (expected_scores, expected_grads) = scores_and_gradients(
+        family, char_tokenizer, precision, eager, device
+    )
     tolerance = TOLERANCES[precision]
     for name, score in scores.items():  # 0 at padding, as the reference is made to be
         torch.testing.assert_close(

@@ -38,7 +38,8 @@ def test_batched_sampling_matches_one_prompt_alone(tiny_llama, char_tokenizer, t
     for index, (prompt, seed) in enumerate(zip(prompts, seeds)):
         alone = sample(tiny_llama, char_tokenizer, [prompt], config, generators([seed]))
         assert torch.equal(batched.token_ids[index], alone.token_ids[0])
-        torch.testing.assert_close(batched.logprobs[index], alone.logprobs[0], atol=1e-5, rtol=1e-5)
+        # the rows behind another common prefix sum in another order: up to 3.4e-5 nats on an AVX2 host (fp32)
+        torch.testing.assert_close(batched.logprobs[index], alone.logprobs[0], atol=1e-4, rtol=1e-5)
         assert batched.texts[index] == alone.texts[0]
         assert batched.finished[index] == alone.finished[0]
 
