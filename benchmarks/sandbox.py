@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from codeplay_lightning.execution import Program, Sandbox
-from codeplay_lightning.execution.warden import (
+from codeplay_lightning.execution.warden.programs import (
     ProgramError,
     compile_puzzle,
     compile_source,

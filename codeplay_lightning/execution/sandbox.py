@@ -1,4 +1,4 @@
-"""The supervisor side of the sandbox: a pool of wardens (see `warden.py`) fed over pipes.
+"""The supervisor side of the sandbox: a pool of wardens (the package `warden/`) fed over pipes.
 
     with Sandbox(workers=2, timeout=1.0) as sandbox:
         verdicts = sandbox.verify([Program(f=..., g=..., ans_type="List[int]")])
@@ -6,8 +6,8 @@
 A warden judges one program at a time and never runs program code itself: g runs in a process
 used once, f in another, both forked from a zygote that never saw a program, and the verdict comes
 from the process that ran f on g's answer, passed as JSON data. The supervisor trusts no byte it
-reads either: every reply must be a bounded frame of a fixed shape (`warden.pack`, with the fields
-of warden.py's frame classes) answering the request it was sent, read without blocking and under a
+reads either: every reply must be a bounded frame of a fixed shape (`warden.protocol.pack`, with the
+fields of its frame classes) answering the request it was sent, read without blocking and under a
 deadline, as is every write. A warden that sends anything else, stops answering or dies is killed
 (its namespace and every program process with it) and replaced, and its program runs once more on
 a fresh warden before it is called an error: nothing a child does raises in the caller.
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeplay_lightning.execution.warden import (
-    ANSWER_CHARS,
+from codeplay_lightning.execution.warden.answers import ANSWER_CHARS, decode_answer
+from codeplay_lightning.execution.warden.protocol import (
     CALL_STATUSES,
     VERDICT_STATUSES,
     ApplyRequest,
@@ -39,12 +39,12 @@ from codeplay_lightning.execution.warden import (
     ReturnedReply,
     RunRequest,
     VerdictReply,
-    decode_answer,
     frame_limit,
     pack,
 )
 
-WARDEN_SCRIPT = Path(__file__).with_name("warden.py")
+EXECUTION = Path(__file__).parent  # the warden package's folder: wardens run from it, as `python -m warden`
+WARDEN = ("-m", "warden")
 STARTUP_SECONDS = 60.0
 REPLY_SLACK = 2.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
 MAX_TIMEOUT = 86_400.0
@@ -227,7 +227,8 @@ class Sandbox:
         reply_read, reply_write = os.pipe()
         settings = dict(self._settings, request_fd=request_read, reply_fd=reply_write)
         launcher = subprocess.Popen(
-            [sys.executable, "-s", "-S", str(WARDEN_SCRIPT), json.dumps(settings)],
+            [sys.executable, "-s", "-S", *WARDEN, json.dumps(settings)],
+            cwd=EXECUTION,
             pass_fds=(request_read, reply_write),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -22,7 +22,8 @@ from support import NEGATIVE_ROOT, SEVEN, ScriptedLLM
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from codeplay_lightning.config import SolverConfig
-from codeplay_lightning.execution.warden import encode_answer, pack
+from codeplay_lightning.execution.warden.answers import encode_answer
+from codeplay_lightning.execution.warden.protocol import pack
 from codeplay_lightning.puzzles import Puzzle, fewshot_puzzles, solver_prompt
 from codeplay_lightning.solver import FewShotSolver
 from codeplay_lightning.solver.learning import (

@@ -49,8 +49,8 @@ def fake_warden(monkeypatch, tmp_path) -> Callable[[str], None]:
     `read_frame`, `write_all` and `ANSWER_CHARS` at hand."""
 
     def install(body: str) -> None:
-        script = tmp_path / "warden.py"
-        script.write_text(FAKE_WARDEN_START.format(execution=str(sandbox_module.WARDEN_SCRIPT.parent)) + body)
-        monkeypatch.setattr(sandbox_module, "WARDEN_SCRIPT", script)
+        script = tmp_path / "fake_warden.py"
+        script.write_text(FAKE_WARDEN_START.format(execution=str(sandbox_module.EXECUTION)) + body)
+        monkeypatch.setattr(sandbox_module, "WARDEN", (str(script),))
 
     return install

@@ -133,7 +133,7 @@ def strays(marker: str | None = None) -> list:
         if state in ("Z", "X"):  # dead, waiting to be reaped
             continue
         live = [child for child in children[pid] if table[child][1] not in ("Z", "X")]
-        if depth > 3 or b"warden.py" not in command or (depth == 2 and len(live) > 1):
+        if depth > 3 or b"-m\x00warden" not in command or (depth == 2 and len(live) > 1):
             found.append((pid, depth, state, command[:200]))
         stack.extend((child, depth + 1) for child in children[pid])
     if marker is not None:
@@ -265,9 +265,10 @@ def start_supervisor(directory: Path, g: str, workers: int) -> subprocess.Popen:
 
 FAKE_WARDEN_START = """
 import json, os, struct, sys, time
-sys.dont_write_bytecode = True  # the framing below is the package's warden.py: no __pycache__ is written there
+sys.dont_write_bytecode = True  # the framing below is the package's warden: no __pycache__ is written there
 sys.path.insert(0, {execution!r})
-from warden import ANSWER_CHARS, pack, read_frame, write_all
+from warden.answers import ANSWER_CHARS
+from warden.protocol import pack, read_frame, write_all
 settings = json.loads(sys.argv[1])
 requests, replies = settings["request_fd"], settings["reply_fd"]
 write_all(replies, pack("pid", str(os.getpid())))

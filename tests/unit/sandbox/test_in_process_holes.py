@@ -53,8 +53,8 @@ def test_forged_reply_with_stolen_request_id(fresh):
         """
     import sys
     def g():
-        worker = sys.modules["__main__"]
-        worker.run_program.__code__ = (lambda f_source, g_source, ans_type, base: ("pass", "")).__code__
+        programs = sys.modules["warden.programs"]  # the code every later program process runs
+        programs.judge_answer.__code__ = (lambda code, source, answer_type, text: ["pass", "", "", "True"]).__code__
         return 4
     """,
         """
@@ -172,11 +172,12 @@ RAW_CLONE = """
         "import os\ndef g():\n"
         "    os.register_at_fork(before=lambda: os.write(3, b'pass'), after_in_child=lambda: os._exit(0))\n"
         "    return 4",
-        "import sys\ndef g():\n    main = sys.modules['__main__']\n"
-        "    main.run_g.__code__ = (lambda *a: ['pass', '']).__code__\n"
-        "    main.judge_answer.__code__ = (lambda *a: ['pass', '']).__code__\n    return 4",
+        "import sys\ndef g():\n    programs = sys.modules['warden.programs']\n"
+        "    programs.run_g.__code__ = (lambda *a: ['pass', '']).__code__\n"
+        "    programs.judge_answer.__code__ = (lambda *a: ['pass', '']).__code__\n    return 4",
         "import sys\ndef g():\n"
-        "    sys.modules['__main__'].compile_source = lambda *a: compile('def g():\\n    return 5', '<g>', 'exec')\n"
+        "    for name in ('warden.main', 'warden.programs'):\n"
+        "        sys.modules[name].compile_source = lambda *a: compile('def g():\\n    return 5', '<g>', 'exec')\n"
         "    return 4",
     ],
     ids=["raw_clone_child_forges", "gc_callback", "at_fork_hooks", "replaces_run_g_and_judge", "replaces_compiler"],

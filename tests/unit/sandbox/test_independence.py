@@ -23,7 +23,8 @@ import pytest
 from sandbox_support import ORDINARY_PROGRAMS, check_ordinary, contained, program, start_supervisor, wrong
 
 from codeplay_lightning.execution import Call, Program, Sandbox
-from codeplay_lightning.execution.warden import ANSWER_CHARS, SYSCALLS
+from codeplay_lightning.execution.warden.answers import ANSWER_CHARS
+from codeplay_lightning.execution.warden.seccomp import SYSCALLS
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +105,14 @@ def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(sandbox):
     "f",
     [
         # replaces the judge's own code for every later answer
-        "import sys\ndef f(x: int):\n    main = sys.modules['__main__']\n"
-        "    main.judge_answer = lambda *a: ['pass', '', '', 'True']\n    return False",
+        "import sys\ndef f(x: int):\n    zygote = sys.modules['warden.zygote']\n"
+        "    zygote.judge_answer = lambda *a: ['pass', '', '', 'True']\n    return False",
         # a thread that keeps answering on the reply pipe
-        "import os, threading, time\nfrom __main__ import pack\ndef f(x: int):\n"
+        "import os, threading, time\nfrom warden.protocol import pack\ndef f(x: int):\n"
         "    def answer():\n        while True:\n            os.write(4, pack('pass', '', '', 'True', ''))\n"
         "            time.sleep(0.001)\n    threading.Thread(target=answer, daemon=True).start()\n    return False",
         # a late forged reply from a forked child, meant for the next program
-        "import os, time\nfrom __main__ import pack\ndef f(x: int):\n    if os.fork() == 0:\n        time.sleep(0.2)\n"
+        "import os, time\nfrom warden.protocol import pack\ndef f(x: int):\n    if os.fork() == 0:\n        time.sleep(0.2)\n"
         "        os.write(4, pack('pass', '', '', 'True', ''))\n        os._exit(0)\n    return False",
         # a fork in a default argument: two judges on one pipe
         "import os\ndef f(x: int, forked=os.fork()):\n    return False",
@@ -360,7 +361,7 @@ def test_a_value_past_the_cap_is_refused_before_it_is_decoded(fake_warden):
 def test_removing_a_tree_deeper_than_any_stack_goes_on_where_it_stopped(tmp_path):
     """Without root, what programs leave is deleted between requests, a slice at a time: a chain
     6,000 deep, locked at every level, then 20,000 entries."""
-    from codeplay_lightning.execution.warden import Removal
+    from codeplay_lightning.execution.warden.isolation import Removal
 
     top = tmp_path / "left"
     os.mkdir(top)
@@ -408,7 +409,7 @@ def _peak_kib(pid: int) -> int:
     ids=["announced", "sent"],
 )
 def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
-    g = f"import os, struct\nfrom __main__ import pack\ndef g():\n    os.write(4, {frame})\n    return 1"
+    g = f"import os, struct\nfrom warden.protocol import pack\ndef g():\n    os.write(4, {frame})\n    return 1"
     (verdict,) = contained(sandbox, wrong(g))
     assert verdict.status == "error" and "malformed frame" in verdict.detail, verdict
     warden = sandbox._wardens[0].pid
@@ -469,7 +470,7 @@ def _alive(pid: int) -> bool:
 
 def test_seccomp_filter_program_is_well_formed():
     """Every jump lands inside the program and it ends by returning; the numbers are distinct."""
-    from codeplay_lightning.execution.warden import RETURN, seccomp_filter
+    from codeplay_lightning.execution.warden.seccomp import RETURN, seccomp_filter
 
     for program_bytes in (seccomp_filter(), seccomp_filter(only_signal=1234)):
         if program_bytes is None:

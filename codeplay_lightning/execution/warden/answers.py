@@ -1,0 +1,104 @@
+"""An answer as data: P3's answer types, and the JSON text an answer travels as between processes."""
+
+import json
+import sys
+
+ANSWER_CHARS = 1 << 23  # an answer (or a call's value) travels as ASCII JSON text of at most this many characters
+ANSWER_DEPTH = 100  # and nests at most this deep
+P3_BASE_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
+JSON_TYPES = {type(None), bool, int, float, str, list, dict}
+
+
+def parse_answer_type(text: str) -> tuple[type, int]:
+    """(base type, list depth) of a P3 answer type: bool, int, float or str inside nested
+    `List[...]` or `list[...]`. ValueError names what the judge cannot check."""
+    depth, inner = 0, "".join(text.split())
+    while depth <= ANSWER_DEPTH and inner.startswith(("List[", "list[", "typing.List[")) and inner.endswith("]"):
+        inner, depth = inner[inner.index("[") + 1 : -1], depth + 1
+    if inner not in P3_BASE_TYPES:
+        raise ValueError(
+            f"unsupported answer type {text!r}: the judge checks bool, int, float, str "
+            "and List[...] of them (with the element type)"
+        )
+    return P3_BASE_TYPES[inner], depth
+
+
+def type_matches(answer, answer_type: tuple[type, int]) -> bool:
+    """P3's answer check: exact types (no subclasses), lists nested to exactly the type's depth."""
+    base, depth = answer_type
+    level, values = 0, [answer]
+    while level < depth:
+        if not all(type(value) is list for value in values):
+            return False
+        values, level = [item for value in values for item in value], level + 1
+    return all(type(value) is base for value in values)
+
+
+def encode_answer(answer, answer_type: str = "") -> str:
+    """The answer as JSON text. Only exact JSON types leave a runner (a tuple is not a list
+    here, as it is not in P3), nested at most ANSWER_DEPTH deep; TypeError or ValueError else.
+    The ints of an int-typed answer travel as hex strings: converting a huge int to decimal takes
+    quadratic time (P3 has answers of 80 MB in decimal), to hex linear."""
+    stack, containers = [(answer, 0)], 0
+    while stack:
+        value, depth = stack.pop()
+        containers += 1
+        if depth > ANSWER_DEPTH or containers > ANSWER_CHARS:  # also how a list that holds itself ends
+            raise ValueError(f"the answer nests deeper than {ANSWER_DEPTH} levels or is too large")
+        if type(value) is dict:
+            if not all(type(key) is str for key in value):
+                raise TypeError("a dict answer needs str keys")
+            value = list(value.values())
+        elif type(value) is not list:
+            value = [value]
+            depth -= 1
+        kinds = set(map(type, value))  # element types at C speed: a long list of numbers stays cheap
+        if not kinds <= JSON_TYPES:
+            kind = next(kind for kind in kinds if kind not in JSON_TYPES)
+            raise TypeError(
+                f"an answer of type {kind.__name__} cannot be judged: answers are None, "
+                "bool, int, float, str, list and dict (str keys)"
+            )
+        if list in kinds or dict in kinds:
+            stack.extend((item, depth + 1) for item in value if type(item) in (list, dict))
+    base, depth = parse_answer_type(answer_type) if answer_type else (None, 0)
+    if base is int:
+        answer = _map_leaves(answer, depth, hex)
+    text = json.dumps(answer)
+    if len(text) > ANSWER_CHARS:
+        raise ValueError(f"the answer is {len(text)} characters as JSON (at most {ANSWER_CHARS})")
+    return text
+
+
+def decode_answer(text: str, answer_type: str = ""):
+    """The answer from its JSON text (see `encode_answer`); nesting beyond ANSWER_DEPTH is a
+    RecursionError, raised by the decoder's own depth check before it can exhaust the C stack."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + ANSWER_DEPTH + 20)
+    try:
+        answer = json.loads(text)
+    finally:
+        sys.setrecursionlimit(limit)
+    base, depth = parse_answer_type(answer_type) if answer_type else (None, 0)
+    if base is int:
+        answer = _map_leaves(answer, depth, _from_hex)
+    return answer
+
+
+def _from_hex(text) -> int:
+    if type(text) is not str:
+        raise ValueError("an int that did not travel as hex")
+    return int(text, 16)
+
+
+def _map_leaves(value, depth: int, function):
+    """`value` with `function` applied to the items at list depth `depth`; ValueError where a
+    level that should be a list is not."""
+    if depth == 0:
+        return function(value)
+    if type(value) is not list:
+        raise ValueError("a list level of the answer's type is not a list")
+    return [_map_leaves(item, depth - 1, function) for item in value]
