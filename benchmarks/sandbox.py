@@ -10,13 +10,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from codeplay_lightning.execution import Program, Sandbox
-from codeplay_lightning.execution.warden.programs import (
-    ProgramError,
-    compile_puzzle,
-    compile_source,
-    judge_answer,
-    run_g,
-)
+from codeplay_lightning.execution.warden.answers import answer_type_of
+from codeplay_lightning.execution.warden.programs import judge_answer, run_g
 from codeplay_lightning.puzzles import bundled_puzzles
 
 NAIVE_THREADS = 4
@@ -71,12 +66,11 @@ def judge_in_process(program: Program) -> str:
     """The sandbox's verdict logic with no isolation at all: what the naive harness runs in each of
     its processes, and the in-process ceiling."""
     try:
-        f_code, answer_type = compile_puzzle(program.f, program.ans_type)
-        g_code = compile_source(program.g, "g")
-    except ProgramError as error:
-        return error.status
-    status, answer, _ = run_g(g_code, program.g, answer_type)
-    return judge_answer(f_code, program.f, answer_type, answer)[0] if status == "answer" else status
+        answer_type = answer_type_of(program.f, program.ans_type)
+    except ValueError:
+        return "error"
+    status, answer, _ = run_g(program.g, answer_type)
+    return judge_answer(program.f, answer_type, answer)[0] if status == "answer" else status
 
 
 def _naive_child(program: Program, result) -> None:

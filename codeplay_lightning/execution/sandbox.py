@@ -13,6 +13,7 @@ deadline, as is every write. A warden that sends anything else, stops answering 
 a fresh warden before it is called an error: nothing a child does raises in the caller.
 """
 
+import ctypes
 import importlib.util
 import json
 import math
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeplay_lightning.execution.warden.answers import ANSWER_CHARS, decode_answer
+from codeplay_lightning.execution.warden.answers import ANSWER_CHARS, answer_type_of, decode_answer
 from codeplay_lightning.execution.warden.protocol import (
     CALL_STATUSES,
     VERDICT_STATUSES,
@@ -41,13 +42,16 @@ from codeplay_lightning.execution.warden.protocol import (
     VerdictReply,
     frame_limit,
     pack,
+    wall_guard,
 )
 
 EXECUTION = Path(__file__).parent  # the warden package's folder: wardens run from it, as `python -m warden`
 WARDEN = ("-m", "warden")
 STARTUP_SECONDS = 60.0
-REPLY_SLACK = 2.0  # seconds a warden may take past a program's timeout (forks, kills) before it is presumed stuck
+REPLY_SLACK = 2.0  # seconds a warden may take past a program's wall guard (forks, kills) before it is presumed stuck
+SOURCE_CHARS = 1 << 20  # of a program's f, g or source: anything longer is an error before it reaches a warden
 MAX_TIMEOUT = 86_400.0
+PR_SET_DUMPABLE = 4
 
 
 def checked_workers(workers: object) -> int:
@@ -154,6 +158,8 @@ class Sandbox:
         self.busy_seconds = 0.0  # wall time spent in verify(), for the share of an iteration it takes
         self._reported: str | None = None  # the first warden's isolation: what every other must match
         self._warned: set[str] = set()
+        if os.geteuid() != 0:  # programs may run as this uid: none may reopen this process's pipes through /proc
+            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # (nor read its memory, nor ptrace it)
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -187,6 +193,10 @@ class Sandbox:
     def _execute(self, tasks: Sequence[Program | Call], on_verdict) -> list[Verdict]:
         started = time.perf_counter()
         run = _Run(tasks, on_verdict)
+        for index, task in enumerate(tasks):
+            if (refusal := _refusal(task)) is not None:  # a verdict at once: nothing of it reaches a warden
+                run.pending.remove(index)
+                run.finish(index, Verdict("error", refusal, 0.0))
         try:
             while run.remaining:
                 self._fill_pool()
@@ -254,13 +264,13 @@ class Sandbox:
         index = run.pending.popleft()
         task = run.tasks[index]
         warden.task, warden.sequence = index, warden.sequence + 1
-        warden.deadline = time.monotonic() + self.timeout + REPLY_SLACK
+        warden.deadline = time.monotonic() + wall_guard(self.timeout) + REPLY_SLACK
         sequence = str(warden.sequence)
         if isinstance(task, Call):
             warden.outbox += pack("apply", *ApplyRequest(sequence, task.source, task.function, json.dumps(task.input)))
         else:
-            typed = "0" if task.ans_type is None else "1"
-            warden.outbox += pack("run", *RunRequest(sequence, task.f, task.g, task.ans_type or "", typed))
+            answer_type = answer_type_of(task.f, task.ans_type)  # checked in `_refusal`
+            warden.outbox += pack("run", *RunRequest(sequence, task.f, task.g, answer_type))
         self._flush(warden)
 
     def _flush(self, warden: _Warden) -> None:
@@ -435,6 +445,21 @@ class _Run:
 
 
 _BAD = object()
+
+
+def _refusal(task: Program | Call) -> str | None:
+    """Why `task` gets its verdict without running: a source over SOURCE_CHARS characters, or an answer type the
+    judge cannot check."""
+    sources = {"f": task.f, "g": task.g} if isinstance(task, Program) else {"the program": task.source}
+    for name, source in sources.items():
+        if len(source) > SOURCE_CHARS:
+            return f"{name} is {len(source):,} characters long, over the sandbox's {SOURCE_CHARS:,}"
+    if isinstance(task, Program):
+        try:
+            answer_type_of(task.f, task.ans_type)
+        except ValueError as error:
+            return str(error)
+    return None
 
 
 def _value(text: str):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codeplay_lightning.execution.warden.answers import parse_answer_type
-from codeplay_lightning.execution.warden.programs import answer_annotation
+from codeplay_lightning.execution.warden.answers import answer_annotation, parse_answer_type
 from codeplay_lightning.puzzles.puzzle import Puzzle
 
 # What ast.parse raises on text it cannot read: SyntaxError, ValueError (a null byte, before Python 3.12),

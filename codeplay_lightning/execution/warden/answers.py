@@ -23,6 +23,57 @@ def parse_answer_type(text: str) -> tuple[type, int]:
     return P3_BASE_TYPES[inner], depth
 
 
+def answer_type_of(f: str, ans_type: str | None) -> str:
+    """A program's answer type: `ans_type`, else f's first annotation, else "" for any JSON answer (also where f
+    cannot be parsed: compiling it says why); ValueError for a type the judge cannot check. Read by the supervisor,
+    so that g's process never receives f."""
+    answer_type = ans_type
+    if answer_type is None:
+        try:
+            answer_type = answer_annotation(f)
+        except ValueError:
+            answer_type = None
+    if answer_type:
+        parse_answer_type(answer_type)
+    return answer_type or ""
+
+
+def answer_annotation(source: str) -> str | None:
+    """The source text of the annotation of the first positional argument of the last top-level
+    `def f` (None if it has none); ValueError says why there is no such argument. Bounded on any
+    input: the parser reports deep nesting as an exception, and the text is cut from the source
+    rather than rebuilt from the tree (which recurses as deep as the expression nests)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        line = f" (line {error.lineno})" if error.lineno is not None else ""
+        raise ValueError(f"syntax error: {error.msg}{line}") from None
+    except (RecursionError, MemoryError, ValueError):  # deep nesting; null bytes
+        raise ValueError("syntax error: nested too deeply to parse") from None
+    definitions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "f"]
+    if not definitions:  # the last definition wins, as when Python runs the module
+        raise ValueError("no function named f")
+    positional = definitions[-1].args.posonlyargs + definitions[-1].args.args
+    if not positional:
+        raise ValueError("f takes no positional argument")
+    annotation = positional[0].annotation
+    return None if annotation is None else _source_text(source, annotation)
+
+
+def _source_text(source: str, node) -> str:
+    """The source of an expression node, cut by its positions (byte offsets into its lines), in
+    time linear in the source (`ast.get_source_segment` is quadratic in a line's length)."""
+    import re
+
+    lines = re.split("\r\n|\r|\n", source)[node.lineno - 1 : node.end_lineno]  # the parser's line breaks
+    if len(lines) == 1:
+        return lines[0].encode()[node.col_offset : node.end_col_offset].decode()
+    first, last = lines[0].encode()[node.col_offset :].decode(), lines[-1].encode()[: node.end_col_offset].decode()
+    return "\n".join([first, *lines[1:-1], last])
+
+
 def type_matches(answer, answer_type: tuple[type, int]) -> bool:
     """P3's answer check: exact types (no subclasses), lists nested to exactly the type's depth."""
     base, depth = answer_type

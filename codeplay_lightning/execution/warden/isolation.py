@@ -1,18 +1,32 @@
-"""The world a warden builds for its programs: mounts and the read-only root, cgroups, and the deletion of what
-programs leave without root."""
+"""The world a warden builds for its programs: a root of its own on a tmpfs, each program process's own mount and pid
+namespaces with a fresh /tmp, the cgroups that bound a program, and the deletion of what programs leave without
+root."""
 
 import ctypes
 import os
-import sys
+import struct
+import sysconfig
 import time
 
 TMP_SIZE = "64m"  # each program process's fresh /tmp
 _libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (
+    0x00020000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 22, 36, 38
+PR_CAPBSET_DROP, LAST_CAPABILITY = 24, 63
+DEVICES = {"null": (1, 3), "zero": (1, 5), "random": (1, 8), "urandom": (1, 9)}  # (major, minor)
+# parts of the stdlib no program needs: its tests, IDE and GUI, the bundled pip, build files (and site-packages,
+# whose packages reach programs only as `modules`)
+STDLIB_LEFT_OUT = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data"}
+SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged-/usr links, kept as links
 
 
 def _check(result: int, what: str) -> None:
@@ -26,91 +40,200 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _check(_libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)), f"mount {target}")
 
 
-def _bind_read_only(source: str, target: str) -> None:
-    _mount(source, target, None, MS_BIND | MS_REC)
-    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
 def _mount_tmp(target: str) -> None:
     _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
 
 
-def build_root(stdlib: str, module_dirs: list[str]) -> str:
-    """A read-only root that holds only the system's libraries and programs and Python's stdlib,
-    each at its own path, with every site-packages and dist-packages directory in it emptied
-    (`module_dirs`, the packages offered to programs, are mounted back at their own paths): no
-    home directories, no /run or /var (no unix sockets to reach), an empty /etc, a /dev with null,
-    zero, random and urandom, /proc of this pid namespace and a small /tmp."""
-    system = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", stdlib]
-    links = {path: os.readlink(path) for path in system if os.path.islink(path)}
-    # held open before the host's /tmp is hidden: the interpreter or a package may live under it
-    held = {
-        path: os.open(path, os.O_PATH | os.O_DIRECTORY)
-        for path in [*system, *module_dirs]
-        if path not in links and os.path.isdir(path)
-    }
+# ---------------------------------------------------------------- the root
+
+
+def root_files(stdlib: str, module_dirs: list[str]) -> list[str]:
+    """Every file and link a program may need to read: the stdlib (without STDLIB_LEFT_OUT, its tests and optimised
+    bytecode), the offered packages, and the shared libraries their extension modules load, with what those load
+    (`shared_libraries`). Absolute paths, as the host has them."""
+    files = []
+    for top in [stdlib, *module_dirs]:
+        for directory, subdirectories, names in os.walk(top):
+            subdirectories[:] = sorted(
+                name
+                for name in subdirectories
+                if name not in ("test", "tests", "idle_test")
+                and not (directory == stdlib and (name in STDLIB_LEFT_OUT or name.startswith("config-")))
+            )
+            files += [os.path.join(directory, name) for name in sorted(names) if ".opt-" not in name]
+    extensions = [path for path in files if ".so" in os.path.basename(path) and not os.path.islink(path)]
+    return files + shared_libraries(extensions)
+
+
+def build_root(stdlib: str, module_dirs: list[str], as_root: bool) -> str:
+    """A read-only root of the warden's own on a tmpfs, returned as a path to chroot into. It holds copies of
+    `root_files` at their own paths, /dev with null, zero, random and urandom (device nodes of its own `as_root`;
+    the host's, bound, in a user namespace, where no device node can be made), and a /tmp (the zygote mounts a
+    fresh one for each program process). Nothing else: no /proc, /etc, /usr/bin, home directories, /run or /var.
+    On a tmpfs every
+    page of every file is in memory and every inode is the warden's: nothing a program reads or does changes what
+    another one finds cached, and no lock, lease or watch on these files can reach the host or another warden."""
+    files = root_files(stdlib, module_dirs)
+    sizes = sum(os.lstat(path).st_size for path in files)
+    host = os.open("/", os.O_PATH | os.O_DIRECTORY)  # the host's files, after its /tmp is hidden below
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")  # host /tmp hidden too
     root = "/tmp/root"
     os.mkdir(root)
-    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    for path in system:
-        inside = root + path
-        if path in links:
-            os.symlink(links[path], inside)
-        elif path in held and not os.path.exists(inside):
-            os.makedirs(inside, 0o755)
-            _bind_read_only(f"/proc/self/fd/{held[path]}", inside)
-    masks = [path for path in _package_dirs(root) if os.path.isdir(path)]
-    for mask in masks:
-        _mount("tmpfs", mask, "tmpfs", MS_NOSUID | MS_NODEV, "size=16k,mode=755")
-    for path in module_dirs:
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={sizes + (16 << 20)},mode=755")
+    for path in SYSTEM_LINKS:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), root + path)
+    for path in files:
+        _copy(host, path, root)
+    os.close(host)
+    for path in ("/tmp", "/etc", "/dev"):
         os.makedirs(root + path, 0o755, exist_ok=True)
-        _bind_read_only(f"/proc/self/fd/{held[path]}", root + path)
-    for fd in held.values():
-        os.close(fd)
-    for mask in masks:
-        _mount(None, mask, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    for path in ("/tmp", "/etc", "/proc", "/dev"):
-        os.makedirs(root + path, 0o755, exist_ok=True)
-    _mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=16k,mode=755")
-    for device in ("null", "zero", "urandom", "random"):
-        open(f"{root}/dev/{device}", "w").close()
-        _bind_read_only(f"/dev/{device}", f"{root}/dev/{device}")
-        _mount(None, f"{root}/dev/{device}", None, MS_REMOUNT | MS_BIND | MS_NOSUID)  # writable, devices allowed
-    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount_tmp(root + "/tmp")
+    _mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=16k,mode=755")
+    for device, (major, minor) in DEVICES.items():
+        if as_root:
+            os.mknod(f"{root}/dev/{device}", 0o20666, os.makedev(major, minor))
+        else:
+            open(f"{root}/dev/{device}", "w").close()
+            _mount(f"/dev/{device}", f"{root}/dev/{device}", None, MS_BIND)
     _mount(None, root + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     return root
 
 
-def _package_dirs(root: str) -> list[str]:
-    """Where installed packages live inside `root`: the interpreter's own site-packages and the
-    system's python site- and dist-packages directories."""
-    import glob
-    import sysconfig
+def _copy(host: int, path: str, root: str) -> None:
+    """The file or link at `path` (read through `host`, the host's root) copied to the same path under `root`."""
+    target = root + _real_directory(path)
+    os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+    if os.path.lexists(target):
+        return
+    relative = path.lstrip("/")
+    mode = os.lstat(relative, dir_fd=host).st_mode
+    if os.path.islink(path):
+        os.symlink(os.readlink(relative, dir_fd=host), target)
+        return
+    source = os.open(relative, os.O_RDONLY, dir_fd=host)
+    copy = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o755)
+    try:
+        while os.sendfile(copy, source, None, 1 << 30):
+            pass
+    finally:
+        os.close(source)
+        os.close(copy)
 
-    own = {
-        sysconfig.get_path(key, vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
-        for key in ("purelib", "platlib")
-    }
-    patterns = ["/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages", "/usr/lib/python3/dist-packages"]
-    return sorted({root + path for path in own} | {path for pattern in patterns for path in glob.glob(root + pattern)})
+
+def _real_directory(path: str) -> str:
+    """`path` with its directories' links resolved (its own name kept: a link stays a link)."""
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+ELF_HEADER = struct.Struct("<4s12xHHIQQQIHHHHHH")  # 64-bit little-endian
+PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")
+DYNAMIC_ENTRY = struct.Struct("<qQ")
+PT_LOAD, PT_DYNAMIC, DT_NEEDED, DT_STRTAB, DT_RPATH, DT_RUNPATH = 1, 2, 1, 5, 15, 29
+
+
+def needed_libraries(path: str) -> tuple[list[str], list[str]]:
+    """(DT_NEEDED names, RPATH and RUNPATH directories with $ORIGIN resolved) of a 64-bit little-endian ELF shared
+    object; ([], []) for anything else."""
+    with open(path, "rb") as elf:
+        header = elf.read(ELF_HEADER.size)
+        if len(header) < ELF_HEADER.size or header[:6] != b"\x7fELF\x02\x01":
+            return [], []
+        fields = ELF_HEADER.unpack(header)
+        program_offset, entry_size, entries = fields[5], fields[9], fields[10]
+        elf.seek(program_offset)
+        segments = [PROGRAM_HEADER.unpack(elf.read(entry_size)[: PROGRAM_HEADER.size]) for _ in range(entries)]
+        loads = [(vaddr, offset, size) for kind, _, offset, vaddr, _, size, _, _ in segments if kind == PT_LOAD]
+        dynamic = [(offset, size) for kind, _, offset, _, _, size, _, _ in segments if kind == PT_DYNAMIC]
+        if not dynamic:
+            return [], []
+        elf.seek(dynamic[0][0])
+        table = elf.read(dynamic[0][1])
+        tags = [DYNAMIC_ENTRY.unpack_from(table, at) for at in range(0, len(table) - 15, DYNAMIC_ENTRY.size)]
+        strings = next((value for tag, value in tags if tag == DT_STRTAB), None)
+        within = [at + strings - start for start, at, size in loads if strings and start <= strings < start + size]
+        if not within:
+            return [], []
+        table_offset = within[0]
+
+        def text(at: int) -> str:
+            elf.seek(table_offset + at)
+            return elf.read(4096).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+        needed = [text(value) for tag, value in tags if tag == DT_NEEDED]
+        origin = os.path.dirname(os.path.realpath(path))
+        paths = [
+            part.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+            for tag, value in tags
+            if tag in (DT_RPATH, DT_RUNPATH)
+            for part in text(value).split(":")
+            if part
+        ]
+        return needed, paths
+
+
+def shared_libraries(objects: list[str]) -> list[str]:
+    """The shared libraries that loading `objects` loads (their DT_NEEDED, transitively), as the dynamic loader
+    finds them in a root without /etc/ld.so.cache: in the object's RPATH or RUNPATH, then the system's own
+    directories. Those this process has mapped already (the interpreter's own) are left out: the loader finds them
+    loaded. Each with the links that lead to it."""
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    system = [f"/lib/{multiarch}", f"/usr/lib/{multiarch}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    with open("/proc/self/maps") as maps:
+        loaded = {os.path.basename(line.split(maxsplit=5)[-1].strip()) for line in maps if "/" in line}
+    found, pending, seen = [], list(objects), set(objects)
+    while pending:
+        needed, paths = needed_libraries(pending.pop())
+        for name in needed:
+            if name in loaded:
+                continue
+            candidates = [os.path.join(directory, name) for directory in [*paths, *system]]
+            path = next((candidate for candidate in candidates if os.path.exists(candidate)), None)
+            if path is None or path in seen:
+                continue
+            seen.add(path)
+            found += [path] + ([os.path.realpath(path)] if os.path.islink(path) else [])
+            pending.append(os.path.realpath(path))
+    return found
+
+
+# ---------------------------------------------------------------- one program process
+
+
+def fresh_tmp() -> None:
+    """A new tmpfs over /tmp, for the next program process to work in (the zygote's, before each fork): the old one,
+    detached, goes with the last process that used it. A program never sees what another left in a /tmp, nor the
+    inode numbers, times or free space it left them at."""
+    _check(_libc.umount2(b"/tmp", MNT_DETACH), "umount /tmp")
+    _mount_tmp("/tmp")
+
+
+def drop_capabilities() -> None:
+    """Every capability, for good: in a user namespace the warden's processes hold all of them there."""
+    for capability in range(LAST_CAPABILITY + 1):
+        _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # EINVAL past the kernel's last one
+    header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    _check(_libc.capset(header, bytes(24)), "capset")
+
+
+# ---------------------------------------------------------------- cgroups
 
 
 class Cgroup:
-    """The cgroup(s) of one warden's zygote and so of every process it forks: memory and process
-    count bounded per program (one program's processes run under a warden at a time). cgroup v2
-    when the warden's parent cgroup delegates both controllers, else cgroup v1's memory and pids
-    hierarchies. Named at random: no two sandboxes share one, whatever their pid namespaces."""
+    """The cgroup(s) of one warden's zygote and so of every process it forks: memory and process count bounded per
+    program (one program's processes run under a warden at a time), its CPU use limited to one core and counted:
+    the clock of a program's verdict. cgroup v2 when the warden's parent cgroup delegates the controllers, else
+    cgroup v1's hierarchies (without a usable CPU controller the clock is the wall's). Named at random: no two
+    sandboxes share one, whatever their pid namespaces."""
 
-    def __init__(self, version: int, directories: list[str]):
-        self.version, self.directories = version, directories
+    def __init__(self, version: int, directories: list[str], cpu_usage: str | None):
+        self.version, self.directories, self.cpu_usage = version, directories, cpu_usage
 
     @classmethod
     def create(cls, memory_bytes: int, processes: int) -> "Cgroup | None":
-        """None where neither is available (not root, or no writable hierarchy)."""
+        """None where neither memory nor pids can be bounded (not root, or no writable hierarchy)."""
         name = f"codeplay-{os.urandom(8).hex()}"
         paths = {}
         with open("/proc/self/cgroup") as lines:
@@ -121,19 +244,28 @@ class Cgroup:
         v2 = f"/sys/fs/cgroup{paths.get('', '/')}".rstrip("/")
         try:
             with open(f"{v2}/cgroup.subtree_control") as control:
-                delegated = {"memory", "pids"} <= set(control.read().split())
+                delegated = set(control.read().split())
         except OSError:
-            delegated = False
-        if delegated:
+            delegated = set()
+        one_core = 100_000  # µs of CPU per 100,000 µs
+        if {"memory", "pids"} <= delegated:
             version, directories = 2, [f"{v2}/{name}"]
             limits = {"memory.max": memory_bytes, "pids.max": processes}
+            if "cpu" in delegated:
+                limits["cpu.max"] = f"{one_core} {one_core}"
+            usage = f"{v2}/{name}/cpu.stat" if "cpu" in delegated else None
         else:
             version = 1
-            directories = [
-                f"/sys/fs/cgroup/{controller}{paths.get(controller, '/')}".rstrip("/") + f"/{name}"
-                for controller in ("memory", "pids")
-            ]
+            hierarchies = {"memory": None, "pids": None, "cpu": None, "cpuacct": None}
+            for controller in hierarchies:
+                hierarchy = f"/sys/fs/cgroup/{controller}"
+                if controller in paths and os.path.isdir(hierarchy):
+                    hierarchies[controller] = os.path.realpath(hierarchy) + paths[controller].rstrip("/") + f"/{name}"
+            directories = list(dict.fromkeys(d for d in hierarchies.values() if d is not None))
             limits = {"memory.limit_in_bytes": memory_bytes, "pids.max": processes}
+            if hierarchies["cpu"] and hierarchies["cpuacct"]:
+                limits |= {"cpu.cfs_period_us": one_core, "cpu.cfs_quota_us": one_core}
+            usage = f"{hierarchies['cpuacct']}/cpuacct.usage" if hierarchies["cpu"] and hierarchies["cpuacct"] else None
         made = []
         try:
             for directory in directories:
@@ -143,17 +275,20 @@ class Cgroup:
                 directory = next(d for d in directories if os.path.exists(f"{d}/{file}"))
                 with open(f"{directory}/{file}", "w") as limit:
                     limit.write(str(value))
-            return cls(version, directories)
+            return cls(version, directories, usage)
         except (OSError, StopIteration):
-            for directory in made:
+            for directory in reversed(made):
                 os.rmdir(directory)
             return None
 
-    def open_files(self) -> tuple[list[int], int]:
-        """(fds to join each hierarchy, fd of the OOM-kill counter): opened before the chroot."""
+    def open_files(self) -> tuple[list[int], int, int | None]:
+        """(fds to join each hierarchy, fd of the OOM-kill counter, fd of the CPU usage or None): opened before the
+        chroot."""
         joins = [os.open(f"{directory}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for directory in self.directories]
-        events = "memory.events" if self.version == 2 else "memory.oom_control"
-        return joins, os.open(f"{self.directories[0]}/{events}", os.O_RDONLY | os.O_CLOEXEC)
+        file = "memory.events" if self.version == 2 else "memory.oom_control"
+        events = next(f"{d}/{file}" for d in self.directories if os.path.exists(f"{d}/{file}"))
+        usage = os.open(self.cpu_usage, os.O_RDONLY | os.O_CLOEXEC) if self.cpu_usage else None
+        return joins, os.open(events, os.O_RDONLY | os.O_CLOEXEC), usage
 
     def remove(self) -> None:
         """Once the warden is gone: its processes leave the cgroup as the kernel reaps them."""
@@ -177,6 +312,14 @@ def oom_kills(fd: int) -> int:
         if key == "oom_kill":
             return int(value)
     return 0
+
+
+def cpu_seconds(fd: int) -> float:
+    """CPU seconds the cgroup's processes used, from cgroup v1's cpuacct.usage (ns) or v2's cpu.stat (usage_usec)."""
+    text = os.pread(fd, 4096, 0).decode()
+    if text.startswith("usage_usec"):
+        return int(text.split()[1]) / 1e6
+    return int(text) / 1e9
 
 
 def _tasks_of(uid: int) -> int:

@@ -1,8 +1,15 @@
-"""The warden: its start (root, namespaces, cgroup, the zygote) and its request loop."""
+"""The warden: its start (the world its programs run in, their cgroup, the zygote) and its request loop.
+
+A warden's world is one of three, the best the machine allows:
+- "root": as root, the warden is PID 1 of new pid, net, mount and ipc namespaces with a root of its own, and a
+  cgroup bounds each program's memory, processes and CPU (one core), whose CPU time is the program's clock;
+- "user": without root, the same namespaces inside a user namespace of its own, with every capability dropped in
+  program processes; no cgroup: memory is bounded per process, and the clock is the wall's;
+- "basic": neither (a container that forbids namespaces): rlimits, the seccomp filters, a directory of its own.
+"""
 
 import gc
 import json
-import marshal
 import os
 import resource
 import select
@@ -18,18 +25,16 @@ from .isolation import (
     CLONE_NEWNET,
     CLONE_NEWNS,
     CLONE_NEWPID,
-    MNT_DETACH,
+    CLONE_NEWUSER,
     PR_SET_DUMPABLE,
     Cgroup,
     Removal,
-    _check,
     _libc,
-    _mount_tmp,
     _tasks_of,
     build_root,
+    cpu_seconds,
     oom_kills,
 )
-from .programs import ProgramError, compile_puzzle, compile_source
 from .protocol import (
     DETAIL_CHARS,
     ROLE_STATUSES,
@@ -42,13 +47,15 @@ from .protocol import (
     frame_limit,
     pack,
     read_frame,
+    wall_guard,
     write_all,
 )
-from .seccomp import seccomp_filter
+from .seccomp import DENIED, seccomp_filter
 from .zygote import JUDGE_UID, KILL_SECONDS, NOBODY, Zygote
 
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
-TRASH_SLICE = 0.05  # seconds of deleting what programs left, between requests, without root
+TRASH_SLICE = 0.05  # seconds of deleting what programs left, between requests, without namespaces
+CPU_LOOK_SECONDS = 0.02  # how often a running program's CPU time is read
 PRELOADED = (  # imported by the zygote's parent, so that every program process starts with them; few,
     # because each forks with them (P3 programs use little beyond these, and import the rest themselves)
     "math",
@@ -78,17 +85,47 @@ class Deadline(Exception):
     pass
 
 
-def wait_for(fd: int, events: int, deadline: float, supervisor_fd: int) -> None:
-    """Until `fd` is ready for `events`: Deadline past `deadline`, SupervisorGone as soon as the
+class Clock:
+    """A program's time. With a cgroup that counts CPU, the CPU seconds of all its processes (a program running
+    beside a busy one takes as long by this clock as alone), under a wall-clock guard (`wall_guard`: a program
+    that sleeps uses no CPU); without one, the wall's."""
+
+    def __init__(self, limit: float, cpu_fd: int | None):
+        self.limit, self.cpu_fd = limit, cpu_fd
+        self.started = time.monotonic()
+        self.cpu_started = cpu_seconds(cpu_fd) if cpu_fd is not None else 0.0
+        self.guard = self.started + (wall_guard(limit) if cpu_fd is not None else limit)
+
+    def seconds(self) -> float:
+        if self.cpu_fd is None:
+            return time.monotonic() - self.started
+        return cpu_seconds(self.cpu_fd) - self.cpu_started
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.guard or self.seconds() > self.limit
+
+    def until_next_look(self) -> float:
+        remaining = self.guard - time.monotonic()
+        return min(remaining, CPU_LOOK_SECONDS) if self.cpu_fd is not None else remaining
+
+    def overrun(self, name: str) -> str:
+        """Why `name` was stopped."""
+        if self.cpu_fd is not None and time.monotonic() > self.guard:
+            return f"{name} still ran after {self.guard - self.started:g} s of wall time (the limit: {self.limit:g} s)"
+        kind = " of CPU time" if self.cpu_fd is not None else ""
+        return f"{name} ran past the {self.limit:g} s limit{kind}"
+
+
+def wait_for(fd: int, events: int, clock: Clock, supervisor_fd: int) -> None:
+    """Until `fd` is ready for `events`: Deadline once `clock` has expired, SupervisorGone as soon as the
     supervisor's request pipe hangs up (the warden then stops at once)."""
     poller = select.poll()
     poller.register(fd, events)
     poller.register(supervisor_fd, 0)  # only hang-ups are reported for events=0
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if clock.expired():
             raise Deadline
-        ready = poller.poll(remaining * 1000)
+        ready = poller.poll(max(clock.until_next_look(), 0) * 1000)
         if any(ready_fd == supervisor_fd for ready_fd, _ in ready):
             raise SupervisorGone
         if ready:
@@ -96,40 +133,38 @@ def wait_for(fd: int, events: int, deadline: float, supervisor_fd: int) -> None:
 
 
 class Channel:
-    """Non-blocking reads and writes to one child, each bounded by a deadline. While waiting, the
+    """Non-blocking reads and writes to one child, each bounded by its program's clock. While waiting, the
     supervisor's request pipe is watched too: if the supervisor dies, the warden stops at once."""
 
-    def __init__(self, read_fd: int | None, write_fd: int | None, limit: int, supervisor_fd: int):
+    def __init__(self, read_fd: int, write_fd: int, limit: int, supervisor_fd: int):
         self.read_fd, self.write_fd, self.supervisor_fd = read_fd, write_fd, supervisor_fd
         self.reader = FrameReader(limit)
         for fd in (read_fd, write_fd):
-            if fd is not None:
-                os.set_blocking(fd, False)
+            os.set_blocking(fd, False)
 
     def close(self) -> None:
         for fd in (self.read_fd, self.write_fd):
-            if fd is not None:
-                os.close(fd)
+            os.close(fd)
 
-    def send(self, data: bytes, deadline: float) -> bool:
+    def send(self, data: bytes, clock: Clock) -> bool:
         """False when the child closed its end; Deadline when it stopped reading."""
         view = memoryview(data)
         while view:
             try:
                 view = view[os.write(self.write_fd, view) :]
             except BlockingIOError:
-                wait_for(self.write_fd, select.POLLOUT, deadline, self.supervisor_fd)
+                wait_for(self.write_fd, select.POLLOUT, clock, self.supervisor_fd)
             except BrokenPipeError:
                 return False
         return True
 
-    def receive(self, deadline: float) -> list[str] | None:
+    def receive(self, clock: Clock) -> list[str] | None:
         """The next frame; None at end of file; ValueError for a malformed or oversized frame."""
         while True:
             try:
                 chunk = os.read(self.read_fd, 1 << 16)
             except BlockingIOError:
-                wait_for(self.read_fd, select.POLLIN, deadline, self.supervisor_fd)
+                wait_for(self.read_fd, select.POLLIN, clock, self.supervisor_fd)
                 continue
             if not chunk:
                 return None
@@ -139,23 +174,24 @@ class Channel:
 
 
 class Warden:
-    def __init__(self, settings: dict, namespaced: bool, cgroup: Cgroup | None, workspace: str | None):
+    def __init__(self, settings: dict, world: str, cgroup: Cgroup | None, workspace: str | None):
         self.request_fd, self.reply_fd = settings["request_fd"], settings["reply_fd"]
         self.timeout, self.output_chars = settings["timeout"], settings["output_chars"]
         self.memory_bytes, self.recursion_limit = settings["memory_mb"] << 20, settings["recursion_limit"]
-        self.namespaced, self.cgroup = namespaced, cgroup
-        self.program_uid = NOBODY if namespaced else os.getuid()
+        self.world, self.cgroup = world, cgroup
+        self.namespaced = world != "basic"
+        self.program_uid = NOBODY if world == "root" else os.getuid()
         self.nproc = None if cgroup else _tasks_of(self.program_uid) + PROGRAM_PROCESSES
-        self.cgroup_fds, self.oom_fd = cgroup.open_files() if cgroup else ([], None)
+        self.cgroup_fds, self.oom_fd, self.cpu_fd = cgroup.open_files() if cgroup else ([], None, None)
         self.oom_count = oom_kills(self.oom_fd) if self.oom_fd is not None else 0
-        # where program processes work: /tmp (a fresh tmpfs each), or without namespaces a
-        # directory of the host's, replaced when a program left something in it
-        self.workspace = "/tmp" if namespaced else os.path.join(workspace, "work")
+        # without namespaces, programs work in a directory of the host's, replaced when one left something in it
+        self.workspace = None if self.namespaced else os.path.join(workspace, "work")
         self.trash: list[Removal] = []  # without namespaces: directories programs left, deleted between requests
         self.trashed = 0
-        self.compiled: tuple | None = None  # (key, what compiling it gave): f repeats across attempts
         self.seccomp = seccomp_filter() is not None
         self.address_space = 0
+        self.pid_namespace = -1
+        self.proc: int | None = None
         self.zygote_pid, self.zygote = 0, None
 
     def start(self, settings: dict) -> None:
@@ -164,15 +200,17 @@ class Warden:
         sys.path[:] = [path for path in sys.path if path.startswith(stdlib)] + settings["module_roots"]
         for name in PRELOADED + tuple(settings["modules"]):
             __import__(name)
+        with open("/proc/self/statm") as statm:  # what a program process starts with, and its limit above that
+            self.address_space = int(statm.read().split()[0]) * resource.getpagesize() + self.memory_bytes
         if self.namespaced:  # the extra modules' directories only, at their own paths: nothing else of site-packages
-            os.chroot(build_root(stdlib, settings["module_dirs"]))
+            self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)  # the zygote returns to it after forks
+            if self.cgroup:  # (program processes close it before anything of theirs runs)
+                self.proc = os.open("/proc", os.O_PATH | os.O_DIRECTORY)
+            os.chroot(build_root(stdlib, settings["module_dirs"], as_root=self.world == "root"))
             os.chdir("/")
         else:
             os.setsid()
             os.mkdir(self.workspace, 0o700)
-        _libc.prctl(PR_SET_DUMPABLE, 0)  # programs of the same uid cannot ptrace the warden
-        with open("/proc/self/statm") as statm:
-            self.address_space = int(statm.read().split()[0]) * resource.getpagesize() + self.memory_bytes
         gc.freeze()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.zygote_pid = os.fork()
@@ -188,34 +226,42 @@ class Warden:
         self.zygote = ours
 
     def isolation(self) -> ReadyReply:
-        """How it isolates programs: level "full" with namespaces, a cgroup and the seccomp filter."""
+        """How it isolates programs, and the level: "full" takes the root world with a cgroup that counts CPU and the
+        seccomp filter."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
-            limits = (
-                f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program, "
-                f"and {memory} MiB per process"
-            )
+            core = ", one core" if self.cpu_fd is not None else ""
+            limits = f"cgroup v{self.cgroup.version}: {memory} MiB, {PROGRAM_PROCESSES} processes{core} per program"
         else:
             limits = (
                 f"rlimits only: {memory} MiB per process, processes of uid {self.program_uid} capped at {self.nproc}"
             )
-        filtered = (
-            "seccomp: no keyrings, SysV or POSIX IPC, ptrace or namespaces"
-            if self.seccomp
-            else "no seccomp filter on this architecture"
+        clock = (
+            f"the clock: CPU time, under a {wall_guard(self.timeout):g} s wall-clock guard"
+            if self.cpu_fd is not None
+            else "the clock: wall time (a program beside a busy one can time out)"
         )
-        if self.namespaced:
-            level = "full" if self.cgroup and self.seccomp else "partial"
+        filtered = f"seccomp: no {DENIED}" if self.seccomp else "no seccomp filter on this architecture"
+        own = (
+            "each program process in pid and mount namespaces of its own (no /proc, a fresh /tmp), "
+            "a read-only root of its own on a tmpfs (the stdlib, offered packages, their libraries)"
+        )
+        if self.world == "root":
+            level = "full" if self.cpu_fd is not None and self.seccomp else "partial"
             return ReadyReply(
                 level,
-                f"namespaces: pid+net+mount+ipc, read-only chroot, uid {NOBODY} (f: {JUDGE_UID}), "
-                "every program process forked from a clean zygote with a fresh /tmp; "
-                f"{filtered}; {limits}",
+                f"namespaces: pid+net+mount+ipc, {own}; uid {NOBODY} (f: {JUDGE_UID}); {filtered}; {limits}; {clock}",
+            )
+        if self.world == "user":
+            return ReadyReply(
+                "partial",
+                f"namespaces (a user namespace, not root): pid+net+mount+ipc, {own}; no capabilities; {filtered}; "
+                f"{limits}; {clock}",
             )
         return ReadyReply(
             "basic",
-            "basic (not root): own session, no namespaces (network and files visible), "
-            f"programs can signal only themselves; {filtered}; {limits}",
+            "basic (no namespaces): own session, network and files visible, programs can signal only themselves; "
+            f"{filtered}; {limits}; {clock}",
         )
 
     # ------------------------------------------------------------ the request loop
@@ -230,8 +276,7 @@ class Warden:
             try:
                 if request[0] == "run":
                     run = RunRequest(*request[1:])
-                    ans_type = run.ans_type if run.typed == "1" else None
-                    status, detail, seconds, output, answer, returned = self.run(run.f, run.g, ans_type)
+                    status, detail, seconds, output, answer, returned = self.run(run.f, run.g, run.answer_type)
                     reply = pack(
                         "verdict", *VerdictReply(run.sequence, status, repr(seconds), detail, output, answer, returned)
                     )
@@ -245,51 +290,41 @@ class Warden:
                 return
             write_all(self.reply_fd, reply)
 
-    def run(self, f: str, g: str, ans_type: str | None) -> tuple[str, str, float, str, str, str]:
-        """(status, detail, seconds, output, repr of g's answer, repr of what f returned) for one program."""
-        started = time.monotonic()
-        deadline = started + self.timeout
-        try:
-            f_code, answer_type = self._compile(("f", f, ans_type), lambda: _marshalled(*compile_puzzle(f, ans_type)))
-            g_code = marshal.dumps(compile_source(g, "g"))
-        except ProgramError as error:
-            return error.status, error.detail, time.monotonic() - started, "", "", ""
-        status, detail, answer, output = self._ask(b"runner", (g, g_code, answer_type), deadline, 4, "g")
+    def run(self, f: str, g: str, answer_type: str) -> tuple[str, str, float, str, str, str]:
+        """(status, detail, seconds, output, repr of g's answer, repr of what f returned) for one program: g's
+        process, then f's, both on the program's one clock. Each compiles its own source, under its limits; g's
+        never sees f."""
+        clock = Clock(self.timeout, self.cpu_fd)
+        status, detail, answer, output = self._ask(b"runner", (g, answer_type), clock, 4, "g")
         returned = ""
+        if status == "answer" and len(detail) > ANSWER_CHARS:  # only a reply g forged itself can be longer
+            status, detail = "error", f"g's answer is over {ANSWER_CHARS} characters as JSON"
         if status == "answer":
             status, detail, answer, returned, judge_output = self._ask(
-                b"judge", (f, f_code, answer_type, detail), deadline, 5, "f"
+                b"judge", (f, answer_type, detail), clock, 5, "f"
             )
             output += judge_output
-        seconds = time.monotonic() - started
-        if seconds > self.timeout and status != "timeout":
-            status, detail = "timeout", f"g and f took {seconds:.2f} s, over the {self.timeout:g} s limit"
+        if status != "timeout" and clock.expired():
+            status, detail = "timeout", clock.overrun("g and f")
         return (
             status,
             detail[:DETAIL_CHARS],
-            seconds,
+            clock.seconds(),
             self._capped(output),
             answer[:DETAIL_CHARS],
             returned[:DETAIL_CHARS],
         )
 
     def apply(self, source: str, function: str, text: str) -> tuple[str, str, float, str, str]:
-        """(status, detail, seconds, output, the JSON text `function` returned for the input `text`),
-        in a process of its own that runs the program first."""
-        started = time.monotonic()
-        try:
-            (code,) = self._compile(("program", source), lambda: (marshal.dumps(compile_source(source, "program")),))
-        except ProgramError as error:
-            return error.status, error.detail, time.monotonic() - started, "", ""
-        status, detail, value, output = self._ask(
-            b"caller", (source, code, function, text), started + self.timeout, 4, "the program"
-        )
-        seconds = time.monotonic() - started
-        if seconds > self.timeout and status != "timeout":
-            status, detail, value = "timeout", f"the call took {seconds:.2f} s, over the {self.timeout:g} s limit", ""
+        """(status, detail, seconds, output, the JSON text `function` returned for the input `text`), in a process
+        of its own that runs the program first."""
+        clock = Clock(self.timeout, self.cpu_fd)
+        status, detail, value, output = self._ask(b"caller", (source, function, text), clock, 4, "the program")
+        if status != "timeout" and clock.expired():
+            status, detail, value = "timeout", clock.overrun("the call"), ""
         if len(value) > ANSWER_CHARS:  # only a reply the program forged itself can be longer
             status, detail, value = "error", f"the returned value is over {ANSWER_CHARS} characters", ""
-        return status, detail[:DETAIL_CHARS], seconds, self._capped(output), value
+        return status, detail[:DETAIL_CHARS], clock.seconds(), self._capped(output), value
 
     def _capped(self, output: str) -> str:
         """A reply's output within what the frame limit allows: each process caps its own, but a program can
@@ -298,28 +333,17 @@ class Warden:
             output = output[: self.output_chars] + "\n[... more characters dropped]"
         return output
 
-    def _compile(self, key: tuple, compile_it) -> tuple:
-        """What `compile_it()` gives (or the ProgramError it raised), compiled once while `key` repeats."""
-        if self.compiled is None or self.compiled[0] != key:
-            try:
-                self.compiled = key, compile_it()
-            except ProgramError as error:
-                self.compiled = key, error
-        if isinstance(self.compiled[1], ProgramError):
-            raise self.compiled[1]
-        return self.compiled[1]
-
-    def _ask(self, role: bytes, request: tuple, deadline: float, fields: int, name: str) -> tuple[str, ...]:
-        """The `fields` reply fields of a fresh `role` process to `request`, or (status, detail)
-        padded to that length when it gave no such reply. The process and everything it started are
-        gone, its OOM kills counted and its files out of reach before this returns."""
+    def _ask(self, role: bytes, request: tuple, clock: Clock, fields: int, name: str) -> tuple[str, ...]:
+        """The `fields` reply fields of a fresh `role` process to `request`, or (status, detail) padded to that
+        length when it gave no such reply. The process and everything it started are gone, its OOM kills counted
+        and its files out of reach before this returns."""
         pid, channel = self._fork(role)
         reply = problem = None
         try:
-            if channel.send(pack(*request), deadline):
-                reply = channel.receive(deadline)
+            if channel.send(pack(*request), clock):
+                reply = channel.receive(clock)
         except Deadline:
-            problem = "timeout", f"{name} ran past the {self.timeout:g} s limit"
+            problem = "timeout", clock.overrun(name)
         except ValueError as error:
             problem = "error", f"{name}'s process sent a malformed frame: {error}"
         finally:
@@ -339,21 +363,22 @@ class Warden:
 
     def _fork(self, role: bytes) -> tuple[int, Channel]:
         self.zygote.send(role)
-        wait_for(self.zygote.fileno(), select.POLLIN, time.monotonic() + KILL_SECONDS + 60, self.request_fd)
+        wait_for(self.zygote.fileno(), select.POLLIN, Clock(KILL_SECONDS + 60, None), self.request_fd)
         message, fds, _, _ = socket.recv_fds(self.zygote, 32, 2)
         if len(fds) != 2:
             raise RuntimeError("the zygote is gone")
         return int(message), Channel(fds[1], fds[0], frame_limit(self.output_chars), self.request_fd)
 
     def _end(self) -> str:
-        """Have the zygote kill the program's processes; says how the main one had ended. Then the
-        next process gets a fresh working directory if this one left anything in it."""
+        """Have the zygote kill the program's processes; says how the main one had ended. Without namespaces, the
+        next process then gets a fresh working directory if this one left anything in it."""
         self.zygote.send(b"end")
-        wait_for(self.zygote.fileno(), select.POLLIN, time.monotonic() + KILL_SECONDS + 60, self.request_fd)
+        wait_for(self.zygote.fileno(), select.POLLIN, Clock(KILL_SECONDS + 60, None), self.request_fd)
         status, complete = map(int, self.zygote.recv(64).split())
         if not complete:
             raise RuntimeError("could not stop the processes a program left behind")
-        self._fresh_workspace()
+        if not self.namespaced:
+            self._fresh_workspace()
         if status < 0:
             return "it was never seen to end"
         if os.WIFSIGNALED(status):
@@ -362,21 +387,17 @@ class Warden:
         return f"exit code {os.WEXITSTATUS(status)}"
 
     def _fresh_workspace(self) -> None:
-        """O(1) whatever a program left: a new tmpfs over /tmp (the old one, detached, is freed
-        by the kernel), or without namespaces a new directory (the old one goes to the trash)."""
+        """Without namespaces: a new directory in O(1) when a program left anything (the old one goes to the
+        trash)."""
         try:
             if not os.listdir(self.workspace):
                 return
-        except OSError:  # without root a program can lock the directory: it is replaced too
+        except OSError:  # a program can lock the directory: it is replaced too
             pass
-        if self.namespaced:
-            _check(_libc.umount2(b"/tmp", MNT_DETACH), "umount /tmp")
-            _mount_tmp("/tmp")
-        else:
-            self.trashed += 1
-            os.rename(self.workspace, f"{self.workspace}-{self.trashed}")
-            self.trash.append(Removal(f"{self.workspace}-{self.trashed}"))
-            os.mkdir(self.workspace, 0o700)
+        self.trashed += 1
+        os.rename(self.workspace, f"{self.workspace}-{self.trashed}")
+        self.trash.append(Removal(f"{self.workspace}-{self.trashed}"))
+        os.mkdir(self.workspace, 0o700)
 
     def _take_out_trash(self) -> None:
         """Without namespaces: delete what programs left, a slice at a time, while no request waits."""
@@ -393,19 +414,47 @@ class Warden:
                 time.sleep(0.005)
 
 
-def _marshalled(code, answer_type: str) -> tuple[bytes, str]:
-    return marshal.dumps(code), answer_type
+def enter_user_namespace() -> bool:
+    """Enter a user namespace of our own with new mount, pid, net and ipc namespaces, our uid and gid mapped to 0
+    there; False where the machine does not allow it (tried first in a child, so that a half-made one is never
+    ours)."""
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+    uid, gid = os.getuid(), os.getgid()
+
+    def enter() -> bool:
+        if _libc.unshare(flags) != 0:
+            return False
+        try:
+            for file, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+                with open(f"/proc/self/{file}", "w") as mapping:
+                    mapping.write(text)
+        except OSError:
+            return False
+        return True
+
+    probe = os.fork()
+    if probe == 0:
+        os._exit(0 if enter() else 1)
+    if os.waitpid(probe, 0)[1] != 0:
+        return False
+    return enter()
 
 
 def main() -> None:
     settings = json.loads(sys.argv[1])
     request_fd, reply_fd = settings["request_fd"], settings["reply_fd"]
-    sys.set_int_max_str_digits(0)  # compiling f and g: P3 has int literals of thousands of digits
-    root = os.geteuid() == 0
-    namespaced = root and _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0
+    if os.geteuid() == 0 and _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0:
+        world = "root"
+    else:
+        world = "user" if enter_user_namespace() else "basic"
+    # (once its uid map is written:) no process of the same uid reaches this one, the warden or the zygote (forked
+    # from here) through /proc
+    _libc.prctl(PR_SET_DUMPABLE, 0)
     # + 64 MiB and + 1 process: the zygote, which is in the cgroup too
-    cgroup = Cgroup.create((settings["memory_mb"] << 20) + (64 << 20), PROGRAM_PROCESSES + 1) if root else None
-    workspace = None if namespaced else __import__("tempfile").mkdtemp(prefix="codeplay-sandbox-")
+    cgroup = (
+        Cgroup.create((settings["memory_mb"] << 20) + (64 << 20), PROGRAM_PROCESSES + 1) if world == "root" else None
+    )
+    workspace = None if world != "basic" else __import__("tempfile").mkdtemp(prefix="codeplay-sandbox-")
     pid = os.fork()
     if pid:  # launcher: report the warden's pid, then mirror its exit status
         write_all(reply_fd, pack("pid", str(pid)))
@@ -418,7 +467,7 @@ def main() -> None:
             Removal(workspace).step(time.monotonic() + 30.0)
         os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
     try:
-        warden = Warden(settings, namespaced, cgroup, workspace)
+        warden = Warden(settings, world, cgroup, workspace)
         try:
             warden.start(settings)
             warden.serve()
@@ -430,7 +479,3 @@ def main() -> None:
         except OSError:
             pass
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

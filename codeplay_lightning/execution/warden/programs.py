@@ -40,69 +40,14 @@ class ProgramError(Exception):
 
 
 def compile_source(source: str, name: str):
-    """The code object of a source that should define `name`. Compiling runs none of it, so the
-    warden does it, and its children inherit the code. No future flags are inherited from here:
-    annotations stay evaluated, as in P3."""
+    """The code object of a source that should define `name` (compiling runs none of it). No future flags are
+    inherited from here: annotations stay evaluated, as in P3."""
     try:
         return compile(source, f"<{name}>", "exec", dont_inherit=True)
     except SyntaxError as error:
         raise ProgramError("syntax", f"{name}: {error.msg} (line {error.lineno})") from None
     except Exception as error:  # noqa: BLE001 - null bytes, absurd nesting, the compiler's own limits
         raise ProgramError("syntax", f"{name}: {type(error).__name__}: {str(error)[:200]}") from None
-
-
-def compile_puzzle(f: str, ans_type: str | None) -> tuple:
-    """(f's code, its answer type: `ans_type`, else f's first annotation, else "" for any JSON);
-    ProgramError when f does not compile or its answer type is not one the judge checks."""
-    code, answer_type = compile_source(f, "f"), ans_type
-    if answer_type is None:
-        try:
-            answer_type = answer_annotation(f)
-        except ValueError:  # no f to take it from: running f's source says so
-            answer_type = None
-    answer_type = answer_type or ""
-    if answer_type:
-        try:
-            parse_answer_type(answer_type)
-        except ValueError as error:
-            raise ProgramError("error", str(error)) from None
-    return code, answer_type
-
-
-def answer_annotation(source: str) -> str | None:
-    """The source text of the annotation of the first positional argument of the last top-level
-    `def f` (None if it has none); ValueError says why there is no such argument. Bounded on any
-    input: the parser reports deep nesting as an exception, and the text is cut from the source
-    rather than rebuilt from the tree (which recurses as deep as the expression nests)."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as error:
-        line = f" (line {error.lineno})" if error.lineno is not None else ""
-        raise ValueError(f"syntax error: {error.msg}{line}") from None
-    except (RecursionError, MemoryError, ValueError):  # deep nesting; null bytes
-        raise ValueError("syntax error: nested too deeply to parse") from None
-    definitions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "f"]
-    if not definitions:  # the last definition wins, as when Python runs the module
-        raise ValueError("no function named f")
-    positional = definitions[-1].args.posonlyargs + definitions[-1].args.args
-    if not positional:
-        raise ValueError("f takes no positional argument")
-    annotation = positional[0].annotation
-    return None if annotation is None else _source_text(source, annotation)
-
-
-def _source_text(source: str, node) -> str:
-    """The source of an expression node, cut by its positions (byte offsets into its lines), in
-    time linear in the source (`ast.get_source_segment` is quadratic in a line's length)."""
-    import re
-
-    lines = re.split("\r\n|\r|\n", source)[node.lineno - 1 : node.end_lineno]  # the parser's line breaks
-    if len(lines) == 1:
-        return lines[0].encode()[node.col_offset : node.end_col_offset].decode()
-    first, last = lines[0].encode()[node.col_offset :].decode(), lines[-1].encode()[: node.end_col_offset].decode()
-    return "\n".join([first, *lines[1:-1], last])
 
 
 def instantiate(code, name: str):
@@ -141,25 +86,32 @@ def describe(error: BaseException, name: str, source: str, frames: int = 4) -> s
         return "an error that could not be described"
 
 
-def run_g(code, source: str, answer_type: str) -> list[str]:
-    """Runs in a runner: ["answer", JSON text, repr of the answer], or [status, detail, repr of the
-    answer or ""] when g gave no answer to judge."""
+def run_g(g: str, answer_type: str) -> list[str]:
+    """Runs in a runner: ["answer", JSON text, repr of the answer], or [status, detail, repr of the answer or ""]
+    when g gave no answer to judge. `answer_type` ("" for any JSON) decides how the answer travels. g's process never
+    sees f. Compiling happens here, under the program's limits and clock."""
     try:
-        answer = instantiate(code, "g")()
+        answer = instantiate(compile_source(g, "g"), "g")()
         if answer_type and not type_matches(answer, parse_answer_type(answer_type)):
             return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}", safe_repr(answer)]
         return ["answer", encode_answer(answer, answer_type), safe_repr(answer)]
     except ProgramError as error:
         return [error.status, error.detail, ""]
     except MemoryError as error:
-        return ["memory", describe(error, "g", source), ""]
+        return ["memory", describe(error, "g", g), ""]
     except BaseException as error:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, anything g raises
-        return ["error", describe(error, "g", source), ""]
+        return ["error", describe(error, "g", g), ""]
 
 
-def judge_answer(code, source: str, answer_type: str, text: str) -> list[str]:
-    """Runs in a judge: [status, detail, repr of the answer, repr of what f returned] for f on the
-    answer that `text` encodes ("" where there is none)."""
+def judge_answer(f: str, answer_type: str, text: str) -> list[str]:
+    """Runs in a judge: [status, detail, repr of the answer, repr of what f returned] for f on the answer that
+    `text` encodes, of `answer_type` ("" for any JSON; checked again here: the answer came from g's process)."""
+    try:
+        code = compile_source(f, "f")
+    except ProgramError as error:
+        return [error.status, error.detail, "", ""]
+    except MemoryError as error:
+        return ["memory", describe(error, "f", f), "", ""]
     try:
         answer = decode_answer(text, answer_type)
     except RecursionError:
@@ -177,22 +129,25 @@ def judge_answer(code, source: str, answer_type: str, text: str) -> list[str]:
     except ProgramError as error:
         return [error.status, error.detail, shown, ""]
     except MemoryError as error:
-        return ["memory", describe(error, "f", source), shown, ""]
+        return ["memory", describe(error, "f", f), shown, ""]
     except BaseException as error:  # noqa: BLE001
-        return ["error", describe(error, "f", source), shown, ""]
+        return ["error", describe(error, "f", f), shown, ""]
 
 
-def call_function(code, source: str, name: str, text: str) -> list[str]:
+def call_function(source: str, name: str, text: str) -> list[str]:
     """Runs in a caller: the program's module, then `name(input)` on the input `text` encodes:
     ["returned", "", the JSON text of the result], or [status, detail, ""] when the program or the
     call raised or returned something that is not JSON data."""
     try:
+        code = compile_source(source, "program")
         namespace = {"__builtins__": builtins, "__name__": "__program__"}
         exec(code, namespace)
         function = namespace.get(name)
         if not callable(function):
             return ["error", f"the program defines no function {name}", ""]
         return ["returned", "", encode_answer(function(decode_answer(text)))]
+    except ProgramError as error:
+        return [error.status, error.detail, ""]
     except MemoryError as error:
         return ["memory", describe(error, "program", source), ""]
     except BaseException as error:  # noqa: BLE001

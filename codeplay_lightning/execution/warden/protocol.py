@@ -85,6 +85,13 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def wall_guard(timeout: float) -> float:
+    """Wall seconds after which a program is stopped whatever its CPU time, where its clock is CPU time: twice its
+    limit and half a second (a program that sleeps uses no CPU). The supervisor waits this long, and a little more,
+    for a verdict."""
+    return 2 * timeout + 0.5
+
+
 def frame_limit(output_chars: int) -> int:
     """The largest frame a warden or its children may send: an answer or a call's value (ASCII JSON of at
     most ANSWER_CHARS characters), plus a verdict's detail, answer and returned reprs (DETAIL_CHARS each) and
@@ -104,8 +111,7 @@ class RunRequest(NamedTuple):
     sequence: str  # the request's number, which its reply repeats
     f: str
     g: str
-    ans_type: str
-    typed: str  # "1": ans_type is the answer's type; "0": f's first annotation is
+    answer_type: str  # a P3 answer type the judge checks, or "" for any JSON (`answers.answer_type_of`)
 
 
 class ApplyRequest(NamedTuple):

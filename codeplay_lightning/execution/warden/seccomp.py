@@ -1,4 +1,10 @@
-"""The syscall filters of program processes."""
+"""The syscall filters of program processes. The main filter denies (EPERM) what would let a program reach kernel
+state that outlives it or that another program can see: keyrings, SysV and POSIX IPC, other processes (ptrace and
+its kin, pidfds), namespaces and mounts (both APIs), file locks, leases and watches (flock, fcntl's locks, dnotify,
+inotify, fanotify), the page cache's state (mincore, readahead, fadvise, preadv2's flags, madvise's eviction and
+merging), objects numbered machine-wide (pipes, sockets and memfds draw inode numbers from one counter), machine-wide
+counters (sysinfo, the kernel log, other processes' priorities), new sessions (a scheduler autogroup), and signals
+by fd ownership (F_SETOWN, FIOSETOWN)."""
 
 import ctypes
 import os
@@ -46,6 +52,51 @@ SYSCALLS = {  # name: (x86_64, aarch64)
     "bpf": (321, 280),
     "userfaultfd": (323, 282),
     "io_uring_setup": (425, 425),
+    "open_tree": (428, 428),  # the new mount API
+    "move_mount": (429, 429),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    "name_to_handle_at": (303, 264),
+    "open_by_handle_at": (304, 265),
+    "flock": (73, 32),  # locks and watches on files
+    "inotify_init": (253, None),
+    "inotify_init1": (294, 26),
+    "inotify_add_watch": (254, 27),
+    "fanotify_init": (300, 262),
+    "fanotify_mark": (301, 263),
+    "mincore": (27, 232),  # the page cache
+    "readahead": (187, 213),
+    "fadvise64": (221, 223),
+    "preadv2": (327, 286),
+    "pwritev2": (328, 287),
+    "pipe": (22, None),  # inode numbers from one machine-wide counter
+    "pipe2": (293, 59),
+    "socket": (41, 198),
+    "socketpair": (53, 199),
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "sysinfo": (99, 179),  # machine-wide counters
+    "syslog": (103, 116),
+    "ioprio_get": (252, 31),
+    "ioprio_set": (251, 30),
+    "sched_setaffinity": (203, 122),
+    "setsid": (112, 157),  # a new session is a new scheduler autogroup
+}
+DENIED = (  # in words, for the isolation report
+    "keyrings, IPC, ptrace, namespaces or mounts, file locks, leases or watches, page-cache probes, "
+    "pipes, sockets or memfds, machine-wide counters, new sessions, signals by fd ownership"
+)
+# (x86_64, aarch64) number, argument, its values (the low 32 bits), whether they are the only ones allowed
+BY_ARGUMENT = {
+    # only fd duplication and flags: no locks, leases, dnotify, owner or signal for SIGIO
+    "fcntl": ((72, 25), 1, (0, 1, 2, 3, 4, 1030, 1031, 1032), True),
+    # no eviction (COLD, PAGEOUT), no read-ahead (WILLNEED), no same-page merging across processes (MERGEABLE)
+    "madvise": ((28, 233), 2, (0, 1, 2, 4, 8, 10, 11, 14, 15, 16, 17, 18, 19), True),
+    "ioctl": ((16, 29), 1, (0x8901, 0x8902, 0x5410, 0x5412), False),  # FIOSETOWN, SIOCSPGRP, TIOCSPGRP, TIOCSTI
+    "prctl": ((157, 167), 0, (67,), False),  # PR_SET_MEMORY_MERGE: same-page merging of the whole process
 }
 SIGNALLING = {
     "kill": (62, 129),
@@ -65,16 +116,26 @@ def _bpf(code: int, true: int, false: int, value: int) -> bytes:
     return struct.pack("=HBBI", code, true, false, value)
 
 
-def seccomp_filter(only_signal: int | None = None) -> bytes | None:
-    """A seccomp program (None on an architecture it does not know). By default it denies the
-    syscalls of `SYSCALLS` (EPERM), clone with a namespace flag (EPERM) and clone3 (ENOSYS, so
-    that the C library falls back to clone); with `only_signal=pid`, it denies signals to any
-    process but `pid` and its process group instead. Any other ABI (x86's int 0x80, x32) kills."""
+def _by_argument(number: int, argument: int, values: tuple[int, ...], allowed: bool) -> list[bytes]:
+    """For syscall `number`: EPERM unless its `argument` is one of `values` (`allowed`), or if it is one (not
+    `allowed`); everything else falls through to the next rule."""
+    match, other = (RET_ALLOW, RET_ERRNO | EPERM) if allowed else (RET_ERRNO | EPERM, RET_ALLOW)
+    body = [_bpf(LOAD, 0, 0, 16 + 8 * argument)]  # the argument's low 32 bits (little-endian)
+    body += [_bpf(JUMP_EQUAL, len(values) - index, 0, value) for index, value in enumerate(values)]
+    body += [_bpf(RETURN, 0, 0, other), _bpf(RETURN, 0, 0, match)]
+    return [_bpf(JUMP_EQUAL, 0, len(body), number), *body]
+
+
+ZYGOTE_NEEDS = ("unshare", "setns", "mount", "umount2", "pipe", "pipe2")  # to make each program process's world
+
+
+def _program(rules) -> bytes | None:
+    """A seccomp program of `rules(column, machine)` between the architecture check and ALLOW: None on an
+    architecture it does not know; any other ABI (x86's int 0x80, x32) kills."""
     machine = os.uname().machine
     if machine not in AUDIT_ARCH:
         return None
-    column = 0 if machine == "x86_64" else 1
-    program = [
+    header = [
         _bpf(LOAD, 0, 0, 4),
         _bpf(JUMP_EQUAL, 1, 0, AUDIT_ARCH[machine]),
         _bpf(RETURN, 0, 0, RET_KILL_PROCESS),
@@ -82,10 +143,28 @@ def seccomp_filter(only_signal: int | None = None) -> bytes | None:
         _bpf(JUMP_AT_LEAST, 0, 1, 0x40000000),
         _bpf(RETURN, 0, 0, RET_KILL_PROCESS),
     ]
-    if only_signal is None:
-        for numbers in SYSCALLS.values():
-            program += [_bpf(JUMP_EQUAL, 0, 1, numbers[column]), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
-        program += [
+    return b"".join(header + rules(0 if machine == "x86_64" else 1, machine) + [_bpf(RETURN, 0, 0, RET_ALLOW)])
+
+
+def _denials(names, column: int) -> list[bytes]:
+    rules = []
+    for name in names:
+        if SYSCALLS[name][column] is not None:  # (aarch64 has no inotify_init or pipe, only their newer forms)
+            rules += [_bpf(JUMP_EQUAL, 0, 1, SYSCALLS[name][column]), _bpf(RETURN, 0, 0, RET_ERRNO | EPERM)]
+    return rules
+
+
+def seccomp_filter(exempt: tuple[str, ...] = ()) -> bytes | None:
+    """The main filter: EPERM for the syscalls of `SYSCALLS` (but those `exempt`), the argument values of
+    `BY_ARGUMENT` and clone with a namespace flag; ENOSYS for clone3, so that the C library falls back to clone.
+    The zygote runs it with ZYGOTE_NEEDS exempt (loading a filter costs more than forking with one: each program
+    process inherits it), and each program process adds `denial_filter(ZYGOTE_NEEDS)`."""
+
+    def rules(column: int, machine: str) -> list[bytes]:
+        found = _denials([name for name in SYSCALLS if name not in exempt], column)
+        for numbers, argument, values, allowed in BY_ARGUMENT.values():
+            found += _by_argument(numbers[column], argument, values, allowed)
+        return found + [
             _bpf(JUMP_EQUAL, 0, 1, CLONE3),
             _bpf(RETURN, 0, 0, RET_ERRNO | ENOSYS),
             _bpf(JUMP_EQUAL, 0, 3, CLONE[machine]),
@@ -93,18 +172,34 @@ def seccomp_filter(only_signal: int | None = None) -> bytes | None:
             _bpf(JUMP_ANY_BIT, 0, 1, NAMESPACE_FLAGS),
             _bpf(RETURN, 0, 0, RET_ERRNO | EPERM),
         ]
-    else:
+
+    return _program(rules)
+
+
+def denial_filter(names: tuple[str, ...]) -> bytes | None:
+    """EPERM for the syscalls `names` (of `SYSCALLS`), nothing else."""
+    return _program(lambda column, machine: _denials(names, column))
+
+
+def signal_filter(pid: int) -> bytes | None:
+    """EPERM for a signal to any process but `pid` and its process group: without namespaces, where program
+    processes have the uid of the warden, the zygote and the supervisor."""
+
+    def rules(column: int, machine: str) -> list[bytes]:
+        found = []
         for numbers in SIGNALLING.values():  # the target (pid, or -group) is the first argument
-            program += [
+            found += [
                 _bpf(JUMP_EQUAL, 0, 6, numbers[column]),
                 _bpf(LOAD, 0, 0, 16),
                 _bpf(JUMP_EQUAL, 2, 0, 0),
-                _bpf(JUMP_EQUAL, 1, 0, only_signal),
-                _bpf(JUMP_EQUAL, 0, 1, -only_signal & 0xFFFFFFFF),
+                _bpf(JUMP_EQUAL, 1, 0, pid),
+                _bpf(JUMP_EQUAL, 0, 1, -pid & 0xFFFFFFFF),
                 _bpf(RETURN, 0, 0, RET_ALLOW),
                 _bpf(RETURN, 0, 0, RET_ERRNO | EPERM),
             ]
-    return b"".join(program + [_bpf(RETURN, 0, 0, RET_ALLOW)])
+        return found
+
+    return _program(rules)
 
 
 class _SockFprog(ctypes.Structure):

@@ -2,7 +2,6 @@
 
 import fcntl
 import gc
-import marshal
 import os
 import random
 import resource
@@ -11,10 +10,10 @@ import socket
 import sys
 import time
 
-from .isolation import PR_SET_CHILD_SUBREAPER, _libc
+from .isolation import CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, _check, _libc, drop_capabilities, fresh_tmp
 from .programs import CappedOutput, call_function, judge_answer, run_g
 from .protocol import pack, read_frame, write_all
-from .seccomp import install_seccomp, seccomp_filter
+from .seccomp import ZYGOTE_NEEDS, denial_filter, install_seccomp, seccomp_filter, signal_filter
 
 NOBODY = 65534  # runners' uid
 JUDGE_UID = 65533  # judges' and callers' uid: no runner can signal the judge of its own program
@@ -23,28 +22,33 @@ WALL = 0x40000000  # waitpid's __WALL: also children whose exit signal is not SI
 
 
 class Zygote:
-    """The process every program process is forked from. It is forked from the warden before the
-    first request and only ever receives one-word commands: `runner`, `judge` or `caller` (fork
-    one; the warden gets its pid and its two pipe ends) and `end` (kill and reap everything it
-    forked, and say how the main one ended). It never sees a program, an answer or a request,
-    so nothing of one program is in the memory another is forked with."""
+    """The process every program process is forked from. It is forked from the warden before the first request and
+    only ever receives one-word commands: `runner`, `judge` or `caller` (fork one; the warden gets its pid and its
+    two pipe ends) and `end` (kill and reap everything it forked, and say how the main one ended). It never sees a
+    program, an answer or a request, so nothing of one program is in the memory another is forked with.
+
+    With namespaces (`world` "root" or "user") each program process is PID 1 of a pid namespace of its own: its pid
+    and its children's count nothing of other programs, and killing it ends every process it started."""
 
     ROLES = {b"runner": NOBODY, b"judge": JUDGE_UID, b"caller": JUDGE_UID}
 
     def __init__(self, warden):  # the warden (`main.Warden`) whose settings its children take
-        self.namespaced, self.workspace = warden.namespaced, warden.workspace
+        self.world, self.workspace = warden.world, warden.workspace
+        self.namespaced = self.world != "basic"
+        self.pid_namespace = warden.pid_namespace  # an fd of the zygote's own pid namespace, to return to
+        self.proc = warden.proc  # an fd of the host's /proc (with a cgroup): its children set their OOM score there
         self.address_space, self.nproc = warden.address_space, warden.nproc
         self.recursion_limit, self.output_chars = warden.recursion_limit, warden.output_chars
         self.cgroup_fds = warden.cgroup_fds
         self.output: CappedOutput | None = None
 
     def serve(self, commands: socket.socket) -> None:
-        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of program processes come here to be killed
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)  # without namespaces, orphans of program processes come here
         for fd in self.cgroup_fds:  # every process it forks starts in the program's cgroup
             os.write(fd, b"0")
-        filter_program = seccomp_filter()
-        if filter_program is not None:
-            install_seccomp(filter_program)
+        main_filter = seccomp_filter(exempt=ZYGOTE_NEEDS)
+        if main_filter is not None:
+            install_seccomp(main_filter)
         # what every program process starts with, set once here rather than in each
         null = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1, 2):
@@ -67,6 +71,9 @@ class Zygote:
     def _fork(self, role: bytes, commands: socket.socket) -> int:
         program_read, program_write = os.pipe()
         reply_read, reply_write = os.pipe()
+        if self.namespaced:  # the next child works in a fresh /tmp, as PID 1 of a new pid namespace
+            fresh_tmp()
+            _check(_libc.unshare(CLONE_NEWPID), "unshare pid namespace")
         pid = os.fork()
         if pid == 0:
             try:
@@ -75,6 +82,8 @@ class Zygote:
             except BaseException:  # noqa: BLE001 - a child that could not even reply: the warden says so
                 os._exit(70)
             os._exit(0)
+        if self.namespaced:  # and the ones after it get theirs
+            _check(_libc.setns(self.pid_namespace, CLONE_NEWPID), "setns pid namespace")
         os.close(program_read)
         os.close(reply_write)
         socket.send_fds(commands, [str(pid).encode()], [program_write, reply_read])
@@ -83,8 +92,9 @@ class Zygote:
         return pid
 
     def _end(self, main: int | None) -> bytes:
-        """Kill every child until none is left: the main one, and the orphans of its descendants
-        (this is their subreaper). b"<main's wait status> <1 if all are gone, else 0>"."""
+        """Kill every child until none is left: the main one (with namespaces, its pid namespace's every process
+        goes with it, before it can be reaped), and without namespaces the orphans of its descendants (this is
+        their subreaper). b"<main's wait status> <1 if all are gone, else 0>"."""
         status, deadline = -1, time.monotonic() + KILL_SECONDS
         if main is not None:  # the usual case: the main one alone, reaped without a look at /proc
             try:
@@ -111,14 +121,15 @@ class Zygote:
         return f"{status} 1".encode()
 
     def _isolate(self, keep: list[int], uid: int) -> None:
-        """In a forked child: its own process group, `keep` as fds 3, 4, ..., limits, the uid, a
-        fresh working directory and captured output (the rest it inherits from the zygote)."""
+        """In a forked child, still privileged: its own process group and working directory, `keep` as fds 3, 4,
+        ..., limits, then its uid (as root), no capabilities (in a user namespace), and last the seccomp filters;
+        then captured output."""
         os.setpgid(0, 0)  # a signal to "my process group" reaches only this program
-        if self.cgroup_fds:  # the cgroup's OOM killer picks a program process before the zygote
-            score = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        if self.proc is not None:  # the cgroup's OOM killer picks a program process before the zygote
+            score = os.open("self/oom_score_adj", os.O_WRONLY, dir_fd=self.proc)
             os.write(score, b"1000")
             os.close(score)
-        os.chdir(self.workspace)
+        os.chdir("/tmp" if self.namespaced else self.workspace)
         moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in keep]
         for number, fd in enumerate(moved, start=3):
             os.dup2(fd, number)
@@ -128,29 +139,32 @@ class Zygote:
         resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20,) * 2)
         if self.nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc,) * 2)
-        if self.namespaced:
+        if self.world == "root":
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-        else:  # the warden's uid: it must not be able to signal the supervisor, the warden or the zygote
-            install_seccomp(seccomp_filter(only_signal=os.getpid()))
+        elif self.world == "user":
+            drop_capabilities()
+        filters = [denial_filter(ZYGOTE_NEEDS)]
+        if not self.namespaced:  # the warden's uid: it must not be able to signal the supervisor, warden or zygote
+            filters.append(signal_filter(os.getpid()))
+        for program in filters:
+            if program is not None:
+                install_seccomp(program)
         random.seed(0)  # after the fork: `random` reseeds itself from the system in every forked child
         self.output = sys.stdout = sys.stderr = CappedOutput(self.output_chars)
 
     def _runner_main(self) -> None:
-        source, code, answer_type = read_frame(3, 1 << 31, decode=False)
-        reply = run_g(marshal.loads(code), source.decode(), answer_type.decode())
-        write_all(4, pack(*reply, self.output.value()))
+        g, answer_type = read_frame(3, 1 << 31)
+        write_all(4, pack(*run_g(g, answer_type), self.output.value()))
 
     def _judge_main(self) -> None:
-        source, code, answer_type, answer = read_frame(3, 1 << 31, decode=False)
-        reply = judge_answer(marshal.loads(code), source.decode(), answer_type.decode(), answer.decode())
-        write_all(4, pack(*reply, self.output.value()))
+        f, answer_type, answer = read_frame(3, 1 << 31)
+        write_all(4, pack(*judge_answer(f, answer_type, answer), self.output.value()))
 
     def _caller_main(self) -> None:
-        source, code, function, text = read_frame(3, 1 << 31, decode=False)
-        reply = call_function(marshal.loads(code), source.decode(), function.decode(), text.decode())
-        write_all(4, pack(*reply, self.output.value()))
+        source, function, text = read_frame(3, 1 << 31)
+        write_all(4, pack(*call_function(source, function, text), self.output.value()))
 
 
 def _children() -> list[int]:

@@ -110,8 +110,8 @@ def test_host_unix_sockets_are_unreachable(namespaced, tmp_path):
                 f"""
             import socket
             def g():
-                client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
+                try:  # (no program can make a socket at all)
+                    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     client.connect({str(path)!r})
                     return "connected"
                 except OSError:

@@ -55,7 +55,7 @@ def test_hostile_warden_replies_are_errors(fake_warden, reply):
 
 def test_a_warden_that_stops_reading_cannot_block_the_caller(fake_warden):
     fake_warden(HOSTILE_WARDEN.format(reads=False, reply="b''"))
-    huge = program("def f(x):\n    return True", "def g():\n    return " + repr("x" * (4 << 20)))  # past a pipe buffer
+    huge = program("def f(x):\n    return True", "def g():\n    return " + repr("x" * (1 << 19)))  # past a pipe buffer
     with Sandbox(workers=1, timeout=0.5) as box:
         started = time.monotonic()
         (verdict,) = box.verify([huge])

@@ -253,11 +253,11 @@ def test_faked_equality_and_truthiness_fail(sandbox, f, g):
     "g",
     [
         "def g():\n    handle = open('note.txt', 'w')\n    handle.write('x')\n    return 5",
-        "import socket\ndef g():\n    left, right = socket.socketpair()\n    return 5",
+        "import threading\ndef g():\n    threading.Thread(target=lambda: None).start()\n    return 5",
         "def g():\n    async def later():\n        return 1\n    later()\n    return 5",
         "import warnings\ndef g():\n    warnings.warn('careful')\n    return 5",
     ],
-    ids=["unclosed_file", "unclosed_socket", "unawaited_coroutine", "warning"],
+    ids=["unclosed_file", "unjoined_thread", "unawaited_coroutine", "warning"],
 )
 def test_untidy_correct_programs_pass(sandbox, g):
     (verdict,) = sandbox.verify([program("def f(x: int):\n    return x == 5", g)])

@@ -1,4 +1,7 @@
-"""Without root: the sandbox says that it isolates less (rlimits only) and still judges every program."""
+"""Without root: the sandbox isolates programs in a user namespace of its own where the machine allows one (no
+cgroup: memory is bounded per process, the clock is the wall's), and with rlimits and seccomp only where it does not
+(a container that forbids namespaces: here, a filter that refuses `unshare`); it says which, and judges every
+program right either way."""
 
 from __future__ import annotations
 
@@ -25,7 +28,10 @@ from sandbox_support import (
 UNPRIVILEGED = """
 import json, os, sys
 from codeplay_lightning.execution import Program, Sandbox, Verdict
-cases = json.loads(sys.argv[1])
+from codeplay_lightning.execution.warden.seccomp import denial_filter, install_seccomp
+cases, world = json.loads(sys.argv[1])
+if world == "basic":  # as a container that forbids namespaces
+    install_seccomp(denial_filter(("unshare",)))
 with Sandbox(workers=2, timeout=1.0, memory_mb=256) as box:
     isolation = box.isolation
     verdicts = box.verify([Program(f, g) for f, g, _ in cases])
@@ -37,7 +43,7 @@ print(json.dumps({"uid": os.getuid(), "isolation": isolation, "statuses": [v.sta
 KILL_EVERY_PEER = """import errno, os, signal
 def g():
     me, outcomes = os.getpid(), []
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if entry.isdigit() and int(entry) != me and os.stat(f"/proc/{entry}").st_uid == os.getuid():
             try:
                 os.kill(int(entry), signal.SIGKILL)
@@ -49,6 +55,28 @@ def g():
     except OSError as error:
         outcomes.append(error.errno)
     return outcomes
+"""
+FORGE_THROUGH_PROC = """import os
+def g():
+    forged = 0
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:  # the supervisor's pipes, by their fds
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                for fd in os.listdir(f"/proc/{entry}/fd"):
+                    with open(f"/proc/{entry}/fd/{fd}", "wb") as pipe:
+                        pipe.write(b"\\0\\0\\0\\0")
+                        forged += 1
+            except OSError:
+                pass
+    return forged
+"""
+SIGNAL_BY_FD_OWNER = """import fcntl, os, signal
+def g():
+    read_end = 3  # its request pipe
+    fcntl.fcntl(read_end, fcntl.F_SETOWN, os.getppid() or 1)
+    fcntl.fcntl(read_end, 10, signal.SIGKILL)  # F_SETSIG
+    fcntl.fcntl(read_end, fcntl.F_SETFL, os.O_ASYNC)
+    return 4
 """
 
 
@@ -91,7 +119,8 @@ def _unprivileged_command(held: list[str]) -> list[str]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
-def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
+@pytest.mark.parametrize("world", ["user", "basic"])
+def test_without_root_the_sandbox_says_how_it_isolates_and_still_judges(world):
     mark = marker()
     cases = [(prog.f, prog.g, status) for prog, status, _ in ORDINARY] + [
         ("def f(x):\n    return x == 5", "def g():\n    while True:\n        pass", "timeout"),
@@ -106,9 +135,8 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
         ),
         (
             "def f(x):\n    return x == 5",
-            f"import subprocess\ndef g():\n    subprocess.Popen(['sleep', '{mark}'],"
-            " start_new_session=True)\n    return 4",
-            "fail",
+            f"import os\ndef g():\n    os.posix_spawnp('sleep', ['sleep', '{mark}'], os.environ)\n    return 4",
+            "error" if world == "user" else "fail",  # (in a user namespace's root there is no `sleep` to start)
         ),
         (
             "def f(x):\n    return x == 5",
@@ -120,8 +148,18 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
         ("def f(x: int):\n    return x == 5", STOP_THE_JUDGE, "error"),
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
-        # every other process of its uid - the zygote, the wardens, their launchers, the supervisor - and -1
-        ("def f(x: List[int]):\n    return len(x) >= 7 and set(x) == {1}", KILL_EVERY_PEER, "pass"),
+        # every other process of its uid - the zygote, the wardens, their launchers, the supervisor - and -1: in a
+        # user namespace it sees none (and kill(-1) reaches none); without one, every signal is refused
+        (
+            "def f(x: List[int]):\n    return len(x) >= 7 and set(x) == {1}",
+            KILL_EVERY_PEER,
+            "fail" if world == "user" else "pass",
+        ),
+        ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
+        # the supervisor is not dumpable: its pipes cannot be reopened through /proc to forge a verdict
+        ("def f(x: int):\n    return x == 0", FORGE_THROUGH_PROC, "pass"),
+        # nor can a signal reach it by fd ownership
+        ("def f(x: int):\n    return x == 4", SIGNAL_BY_FD_OWNER, "error"),
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
     ]
     held: list[str] = []
@@ -131,7 +169,7 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
             capture_output=True,
             text=True,
             timeout=120,
-            env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps(cases)},
+            env={**os.environ, "SCRIPT": UNPRIVILEGED, "ARGUMENT": json.dumps([cases, world])},
         )
     finally:
         for directory in held:
@@ -139,6 +177,10 @@ def test_without_root_the_sandbox_degrades_explicitly_and_still_judges():
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["uid"] == 65534
-    assert report["isolation"].startswith("basic (not root)") and "rlimits only" in report["isolation"]
+    if world == "user":
+        assert report["isolation"].startswith("namespaces (a user namespace, not root)"), report["isolation"]
+        assert "the clock: wall time" in report["isolation"]
+    else:
+        assert report["isolation"].startswith("basic (no namespaces)") and "rlimits only" in report["isolation"]
     assert report["statuses"] == [status for _, _, status in cases], report["details"]
     assert [entry for entry in process_table().values() if mark.encode() in entry[2] and entry[1] != "Z"] == []
