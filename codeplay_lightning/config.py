@@ -136,7 +136,9 @@ class RolloutConfig:
 class SandboxConfig:
     workers: int = 2  # programs judged at once, one warden process each
     timeout: float = 1.0  # seconds per program, as P3's judge
-    require_isolation: bool = False  # refuse to judge with less than full isolation (needs root), not just warn
+    # train where the sandbox isolates programs less than fully (not root, or no cgroup: docs/sandbox.md says what a
+    # program can then do); without it such a machine is refused in one line
+    allow_partial_isolation: bool = False
 
     def __post_init__(self) -> None:
         try:

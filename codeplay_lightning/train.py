@@ -20,7 +20,7 @@ from torch import nn
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
 from codeplay_lightning.config import ConfigError, TrainConfig, TrainerConfig, to_yaml
 from codeplay_lightning.corpus import reference_puzzles
-from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
 from codeplay_lightning.models import load_causal_lm, mixed_precision
 from codeplay_lightning.puzzles import (
@@ -75,9 +75,12 @@ def train(
     with Sandbox(
         workers=config.sandbox.workers,
         timeout=config.sandbox.timeout,
-        require_isolation=config.sandbox.require_isolation,
+        require_isolation=not config.sandbox.allow_partial_isolation,
     ) as sandbox:
-        log.info("sandbox isolation: %s", sandbox.isolation)
+        try:
+            log.info("sandbox isolation: %s", sandbox.isolation)
+        except IsolationError as error:
+            raise ConfigError(f"{error}; sandbox.allow_partial_isolation=true trains anyway") from None
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
         # with LoRA the Solver's model is the policy, which the rollout runs with its adapters off
         solver_llm, solver_model = _solver_llm(config, frozen if frozen is not None else policy, tokenizer, generator)

@@ -68,6 +68,10 @@ def checked_timeout(seconds: object) -> float:
     return float(seconds)  # (nan fails the comparison above)
 
 
+class IsolationError(ValueError):
+    """A sandbox asked for full isolation (`require_isolation`) on a machine that offers less, said in one line."""
+
+
 @dataclass(frozen=True)
 class Program:
     """One candidate solution: `f(g()) is True` with an answer of type `ans_type` is a pass.
@@ -116,6 +120,7 @@ class _Warden:
     ready: bool = False
     isolation: str = ""
     level: str = ""
+    exposure: str = ""
     outbox: bytearray = field(default_factory=bytearray)
     task: int | None = None  # index of the program it is judging
     sequence: int = 0
@@ -127,7 +132,7 @@ class Sandbox:
 
     Every warden reports how well it isolates programs; one that isolates less than the first
     (`isolation`) or less than fully (namespaces, cgroup and seccomp, which need root) gets a
-    one-line warning, or with `require_isolation` a RuntimeError before any program runs on it."""
+    one-line warning, or with `require_isolation` an IsolationError before any program runs on it."""
 
     def __init__(
         self,
@@ -330,7 +335,7 @@ class Sandbox:
             return True
         if kind == "ready" and len(frame) == 1 + len(ReadyReply._fields) and not warden.ready:
             ready = ReadyReply(*frame[1:])
-            warden.ready, warden.level, warden.isolation = True, ready.level, ready.isolation
+            warden.ready, warden.level, warden.isolation, warden.exposure = True, *ready
             self._check_isolation(warden)
             return True
         if kind == "fatal" and len(frame) == 2 and not warden.ready:
@@ -378,10 +383,10 @@ class Sandbox:
             return
         if self.require_isolation:
             self._discard(warden)
-            raise RuntimeError(f"sandbox isolation is required but a warden offers only: {warden.isolation}")
+            raise IsolationError(f"full isolation is required, and here {warden.exposure} ({warden.isolation})")
         if warden.isolation not in self._warned:
             self._warned.add(warden.isolation)
-            warnings.warn(f"sandbox isolation is degraded: {warden.isolation}", stacklevel=6)
+            warnings.warn(f"sandbox isolation is degraded: {warden.exposure} ({warden.isolation})", stacklevel=6)
 
     def _lost(self, warden: _Warden, run: "_Run | None", why: str) -> None:
         """A warden that died or misbehaved: replaced, its program run once more, then an error."""

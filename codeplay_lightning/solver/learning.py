@@ -23,8 +23,11 @@ import ast
 import copy
 import fcntl
 import hashlib
+import importlib
+import inspect
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -45,8 +48,25 @@ PLAIN_MODULES = frozenset(
     {"math", "itertools", "collections", "functools", "heapq", "bisect", "string", "re", "typing", "fractions"}
 )
 UNPLAIN_CALLS = frozenset(
-    {"__import__", "eval", "exec", "compile", "open", "globals", "locals", "vars", "breakpoint", "input", "memoryview"}
+    {
+        "__import__",
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "globals",
+        "locals",
+        "vars",
+        "breakpoint",
+        "input",
+        "memoryview",
+        "getattr",  # an attribute by name escapes the checks on attributes below
+        "setattr",
+        "delattr",
+    }
 )
+# attributes that lead from a value to the interpreter's frames, code and globals
+INTROSPECTION_PREFIXES = ("gi_", "cr_", "ag_", "f_", "tb_", "co_")
 CLOSING = "\n\nassert f(g())"  # what follows a solution in the few-shot block: the Solver learns to stop there
 
 SumOverRanks = Callable[[torch.Tensor], torch.Tensor]
@@ -64,25 +84,46 @@ def verified_pairs(results: Sequence[PuzzleResult]) -> list[Puzzle]:
 
 
 def plain_solution(g: str) -> bool:
-    """Whether `g` imports only modules of `PLAIN_MODULES`, calls none of `UNPLAIN_CALLS` and reads no dunder
-    attribute. The judge passes g only if f accepts its answer, but g runs in a process of its own and can forge
-    that process's reply (written to its file descriptor, then `os._exit`): the answer is then right, but g does
-    not return it in plain Python, and cloning it would teach the Solver the sandbox's protocol. A forgery needs
-    `os`, `open` or introspection; P3's solutions need none of them."""
+    """Whether `g` is plain Python over the pure modules of `PLAIN_MODULES`: it imports nothing else, calls none of
+    `UNPLAIN_CALLS`, names no private or dunder attribute (not even as a string) and no attribute that leads into
+    frames or code, and reaches no module through another's attributes (`typing.sys`). The judge passes g only if f
+    accepts its answer, but g runs in a process of its own and can forge that process's reply (written to its file
+    descriptor, then `os._exit`): the answer is then right, but g does not return it in plain Python, and cloning
+    it would teach the Solver the sandbox's protocol. A forgery needs `os`, `open` or introspection; P3's solutions
+    need none of them."""
     try:
         tree = ast.parse(g)
     except SyntaxError:
         return False
+    modules = {}  # the names g binds to modules, and the modules
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] not in PLAIN_MODULES for alias in node.names):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] not in PLAIN_MODULES or alias.name.count(".") or alias.name[0] == "_":
+                    return False
+                modules[alias.asname or alias.name] = importlib.import_module(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or (node.module or "").split(".")[0] not in PLAIN_MODULES or "._" in f".{node.module}":
+                return False
+            module = importlib.import_module(node.module)
+            if any(not _public_value(module, alias.name) for alias in node.names):
+                return False
+        elif isinstance(node, ast.Name) and node.id in UNPLAIN_CALLS:
             return False
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] not in PLAIN_MODULES:
-            return False
-        if isinstance(node, ast.Name) and node.id in UNPLAIN_CALLS:
-            return False
-        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_") or node.attr.startswith(INTROSPECTION_PREFIXES):
+                return False
+            on_module = isinstance(node.value, ast.Name) and node.value.id in modules
+            if on_module and not _public_value(modules[node.value.id], node.attr):
+                return False
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"__\w+__", node.value):
             return False
     return True
+
+
+def _public_value(module, name: str) -> bool:
+    """Whether `module.name` is a public name that exists and is not itself a module (`typing.sys` is one)."""
+    return not name.startswith("_") and hasattr(module, name) and not inspect.ismodule(getattr(module, name))
 
 
 def _normalised(text: str) -> str:

@@ -473,6 +473,16 @@ def test_a_forged_reply_passes_the_judge_but_not_into_the_bc_data(sandbox):
         ("def g():\n    return (7).__class__(7)", False),
         ("def g():\n    return __import__('os').getpid()", False),
         ("def g(:\n    return 7", False),  # never passes anyway
+        (
+            "import typing\ndef g():\n    typing.sys.modules['os'].write(4, b'')\n    return 7",
+            False,
+        ),  # a module's module
+        ("import re\ndef g():\n    return re._compiler and 7", False),  # a private attribute
+        ("import functools\ndef g():\n    return getattr(functools, 'sys') and 7", False),  # by name
+        ("def g():\n    return (x for x in ()).gi_frame.f_globals['__builtins__'] and 7", False),  # into frames
+        ("from typing import sys\ndef g():\n    return 7", False),  # a module imported from a module
+        ("import collections\ndef g():\n    return collections.Counter('aab')['a'] + 5", True),
+        ("from collections.abc import Sequence\ndef g():\n    return 7 if isinstance([], Sequence) else 0", True),
     ],
 )
 def test_plain_solutions_by_hand(g, plain):

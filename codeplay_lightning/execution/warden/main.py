@@ -226,16 +226,15 @@ class Warden:
         self.zygote = ours
 
     def isolation(self) -> ReadyReply:
-        """How it isolates programs, and the level: "full" takes the root world with a cgroup that counts CPU and the
-        seccomp filter."""
+        """How it isolates programs, and the level: "full" takes the root world with a cgroup and the seccomp
+        filter; the exposure says, in one line, what a program can do under anything less."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
             core = ", one core" if self.cpu_fd is not None else ""
             limits = f"cgroup v{self.cgroup.version}: {memory} MiB, {PROGRAM_PROCESSES} processes{core} per program"
         else:
-            limits = (
-                f"rlimits only: {memory} MiB per process, processes of uid {self.program_uid} capped at {self.nproc}"
-            )
+            processes = f"processes of uid {self.program_uid} capped at {self.nproc}"
+            limits = f"rlimits only: {memory} MiB per process, {processes}"
         clock = (
             f"the clock: CPU time, under a {wall_guard(self.timeout):g} s wall-clock guard"
             if self.cpu_fd is not None
@@ -246,22 +245,30 @@ class Warden:
             "each program process in pid and mount namespaces of its own (no /proc, a fresh /tmp), "
             "a read-only root of its own on a tmpfs (the stdlib, offered packages, their libraries)"
         )
+        unbounded = (
+            f"a program is bounded in memory per process only (its {PROGRAM_PROCESSES} processes can take more) "
+            "and judged by the wall clock (a program beside a busy one can time out)"
+        )
         if self.world == "root":
-            level = "full" if self.cpu_fd is not None and self.seccomp else "partial"
+            full = self.cgroup is not None and self.seccomp
             return ReadyReply(
-                level,
+                "full" if full else "partial",
                 f"namespaces: pid+net+mount+ipc, {own}; uid {NOBODY} (f: {JUDGE_UID}); {filtered}; {limits}; {clock}",
+                "" if full else unbounded if self.seccomp else "no seccomp filter: a program reaches kernel state",
             )
         if self.world == "user":
             return ReadyReply(
                 "partial",
                 f"namespaces (a user namespace, not root): pid+net+mount+ipc, {own}; no capabilities; {filtered}; "
                 f"{limits}; {clock}",
+                unbounded,
             )
         return ReadyReply(
             "basic",
             "basic (no namespaces): own session, network and files visible, programs can signal only themselves; "
             f"{filtered}; {limits}; {clock}",
+            "a program runs as this user: it can read and write this user's files, reach the network, and leave "
+            "files for later programs",
         )
 
     # ------------------------------------------------------------ the request loop

@@ -128,6 +128,7 @@ class ReadyReply(NamedTuple):
 
     level: str  # "full", "partial" or "basic"
     isolation: str  # how it isolates programs, in words
+    exposure: str  # what a program can then do that it cannot under full isolation ("" under full isolation)
 
 
 class VerdictReply(NamedTuple):

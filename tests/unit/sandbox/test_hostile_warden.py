@@ -17,7 +17,7 @@ from codeplay_lightning.execution import Sandbox
 
 
 HOSTILE_WARDEN = """
-write_all(replies, pack("ready", "full", "namespaces: none, a fake warden"))
+write_all(replies, pack("ready", "full", "namespaces: none, a fake warden", ""))
 while True:
     request = read_frame(requests, 1 << 31) if {reads} else time.sleep(1000)
     if request is None:

@@ -22,7 +22,7 @@ import warnings
 import pytest
 from sandbox_support import ORDINARY_PROGRAMS, check_ordinary, contained, program, start_supervisor, wrong
 
-from codeplay_lightning.execution import Call, Program, Sandbox
+from codeplay_lightning.execution import Call, IsolationError, Program, Sandbox
 from codeplay_lightning.execution.warden.answers import ANSWER_CHARS
 from codeplay_lightning.execution.warden.seccomp import SYSCALLS
 
@@ -319,7 +319,8 @@ try:
 except FileExistsError:
     first = False
     time.sleep(0.5)  # ready after the first: the first is the level every other is held to
-write_all(replies, pack("ready", "full" if first else "partial", "full, a fake" if first else "less, a fake"))
+level, isolation, exposure = ("full", "full, a fake", "") if first else ("partial", "less, a fake", "it can do more")
+write_all(replies, pack("ready", level, isolation, exposure))
 while (request := read_frame(requests, 1 << 31)) is not None:
     write_all(replies, pack("verdict", request[1], "fail", "0.1", "", "", "", ""))
 """
@@ -331,19 +332,21 @@ def test_a_warden_that_isolates_less_is_warned_of_or_refused(fake_warden, tmp_pa
     with Sandbox(workers=2, require_isolation=required) as box, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if required:
-            with pytest.raises(RuntimeError, match="isolation is required but a warden offers only: less, a fake"):
+            with pytest.raises(
+                IsolationError, match=r"full isolation is required, and here it can do more \(less, a fake\)"
+            ):
                 _ = box.isolation  # waits for every warden, as `verify` does before it hands one a program
         else:
             assert box.isolation == "full, a fake"
             assert [v.status for v in box.verify(ORDINARY_PROGRAMS[:4])] == ["fail"] * 4
-            assert [str(w.message) for w in caught] == ["sandbox isolation is degraded: less, a fake"]
+            assert [str(w.message) for w in caught] == ["sandbox isolation is degraded: it can do more (less, a fake)"]
 
 
 # ---------------------------------------------------------------- 7. bounded everywhere
 
 
 OVERSIZED_VALUE_WARDEN = """
-write_all(replies, pack("ready", "full", "a fake"))
+write_all(replies, pack("ready", "full", "a fake", ""))
 value = "[" + "[]," * (ANSWER_CHARS // 3) + "[]]"  # a value of [] lists, one past the cap
 while (request := read_frame(requests, 1 << 31)) is not None:
     write_all(replies, pack("returned", request[1], "returned", "0.1", "", "", value))
@@ -415,6 +418,31 @@ def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
     if sandbox.isolation.startswith("namespaces"):  # the warden's pid, as the host sees it
         warden = _descendants(sandbox._wardens[0].launcher.pid)[1]
     assert _peak_kib(warden) < 200 << 10
+
+
+def test_a_forged_answer_past_the_cap_never_reaches_the_judge(sandbox):
+    """A frame small enough to be read (the frame limit leaves room for the reply's details) whose answer is over
+    ANSWER_CHARS: the warden refuses it before any judge sees it."""
+    answer = '"' + "x" * ANSWER_CHARS + '"'
+    g = f"import os\nfrom warden.protocol import pack\ndef g():\n    os.write(4, pack('answer', {answer!r}, '', ''))\n"
+    g += "    os._exit(0)"
+    (verdict,) = contained(sandbox, program("def f(x):\n    return True", g))
+    assert verdict.status == "error" and "over" in verdict.detail, verdict
+
+
+def test_sources_are_compiled_in_the_program_process_under_its_limits(tmp_path):
+    """A source over the cap never reaches a warden; one under it that takes the compiler hundreds of MiB is
+    compiled in the program's own process, under its memory limit: the warden stays small."""
+    huge = "def f(x):\n    return True\n" + "#" * (4 << 20)
+    heavy = "values = [" + "1," * 450_000 + "]\ndef f(x):\n    return True"  # 0.9 MB, ~150 MiB to compile
+    with Sandbox(workers=1, timeout=5.0, memory_mb=64) as box:
+        big, expensive = box.verify([Program(huge, "def g():\n    return 1"), Program(heavy, "def g():\n    return 1")])
+        warden = box._wardens[0].pid
+        if box.isolation.startswith("namespaces"):
+            warden = _descendants(box._wardens[0].launcher.pid)[1]
+        assert big.status == "error" and "over the sandbox's" in big.detail, big
+        assert expensive.status in ("memory", "syntax"), expensive
+        assert _peak_kib(warden) < 100 << 10
 
 
 def test_the_warden_exits_within_a_second_of_its_supervisor(tmp_path):

@@ -1,0 +1,256 @@
+"""Every program in a world of its own: no verdict depends on another program. For each kind of kernel object a
+program can observe or change, a probe program reads it and changes it, and its verdict must be its verdict judged
+alone on a fresh sandbox: after other programs on the same warden, in another sandbox, and beside another program
+running at the same time on the other warden or in another sandbox.
+
+A probe's f answers from what it observed (`observed % 2 == 0`, or whether it found a mark): any count or mark that
+reached it from an earlier program would flip its verdict, which is the reward hack of a puzzle that passes only
+its first attempt per warden (D = N_a instead of 1)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import threading
+
+import pytest
+from sandbox_support import FAST
+
+from codeplay_lightning.execution import Program, Sandbox
+
+STDLIB_FILE = os.path.join(os.path.dirname(os.__file__), "pydoc.py")  # in every root, read by no other test
+
+SEQUENTIAL = {  # f reads a count or a mark, then leaves one for whoever comes next
+    # 1. a reused tmpfs: its inode counter
+    "tmpfs_inode_counter": """
+        import os
+        def f(x: int):
+            with open("probe", "w") as probe:
+                number = os.fstat(probe.fileno()).st_ino
+            os.remove("probe")
+            return number % 2 == x
+        """,
+    # 4. counters of the warden's life: pids, and pid 1's and 2's accounts of their children
+    "pid_counter": """
+        import os
+        def f(x: int):
+            child = os.fork()
+            if child == 0:
+                os._exit(0)
+            os.waitpid(child, 0)
+            return child % 2 == x
+        """,
+    "proc_accounts": """
+        def f(x: int):
+            try:
+                with open("/proc/1/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                return (int(fields[7]) + int(fields[8])) % 2 == x  # minor faults of it and of its children
+            except OSError:
+                return x == 0
+        """,
+    # 5. objects numbered machine-wide
+    "pipe_inode_counter": """
+        import os
+        def f(x: int):
+            try:
+                read_end, write_end = os.pipe()
+            except PermissionError:
+                return x == 0
+            return os.fstat(read_end).st_ino % 2 == x
+        """,
+    # 3. the page cache of the files every program can read
+    "page_cache": f"""
+        import os
+        def f(x: int):
+            page = os.open({STDLIB_FILE!r}, os.O_RDONLY)
+            try:
+                os.preadv(page, [bytearray(4096)], 0, os.RWF_NOWAIT)
+                cached = True
+            except BlockingIOError:
+                cached = False
+            except PermissionError:
+                return x == 0
+            os.pread(page, 4096, 0)  # cached now, for whoever comes next
+            return int(cached) == x
+        """,
+}
+
+
+def probe(f: str) -> Program:
+    return Program(textwrap.dedent(f).strip() + "\n", "def g():\n    return 0", "int")
+
+
+def evict_the_page() -> None:
+    """The host drops the probe's page from the page cache, so that a probe judged alone finds it cold."""
+    handle = os.open(STDLIB_FILE, os.O_RDONLY)
+    os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(handle)
+
+
+def alone(program: Program, **settings) -> str:
+    evict_the_page()
+    with Sandbox(workers=1, **settings) as box:
+        (verdict,) = box.verify([program])
+    return verdict.status
+
+
+@pytest.mark.parametrize("name", SEQUENTIAL)
+def test_a_probe_judged_after_others_is_judged_as_alone(name):
+    program = probe(SEQUENTIAL[name])
+    expected = alone(program)
+    with Sandbox(workers=1) as box:  # the same warden, program after program
+        assert [v.status for v in box.verify([program] * 4)] == [expected] * 4, name
+    with Sandbox(workers=1) as box:  # another sandbox, after those
+        assert [v.status for v in box.verify([program] * 2)] == [expected] * 2, name
+    with Sandbox(workers=2) as box:  # and beside itself on the other warden
+        assert [v.status for v in box.verify([program] * 6)] == [expected] * 6, name
+
+
+CONCURRENT = {  # (sender, receiver): the sender holds a mark while the receiver, started at the same time, looks
+    # 2. locks and watches on the files both can read
+    "flock": (
+        f"""
+        import fcntl, time
+        def f(x: int):
+            handle = open({STDLIB_FILE!r})
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            except OSError:
+                pass
+            time.sleep(0.6)
+            return True
+        """,
+        f"""
+        import fcntl, time
+        def f(x: int):
+            time.sleep(0.2)
+            handle = open({STDLIB_FILE!r})
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        """,
+    ),
+    "fcntl_read_lock": (
+        f"""
+        import fcntl, struct, time
+        def f(x: int):
+            handle = open({STDLIB_FILE!r})
+            try:
+                fcntl.fcntl(handle, fcntl.F_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0))
+            except OSError:
+                pass
+            time.sleep(0.6)
+            return True
+        """,
+        f"""
+        import fcntl, struct, time
+        def f(x: int):
+            time.sleep(0.2)
+            handle = open({STDLIB_FILE!r})
+            try:
+                found = fcntl.fcntl(handle, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+            except PermissionError:
+                return True
+            return struct.unpack("hhqqi", found)[0] == fcntl.F_UNLCK
+        """,
+    ),
+    "inotify": (
+        f"""
+        import time
+        def f(x: int):
+            time.sleep(0.3)
+            for _ in range(20):
+                open({STDLIB_FILE!r}).close()
+            return True
+        """,
+        f"""
+        import ctypes, os, time
+        def f(x: int):
+            libc = ctypes.CDLL(None, use_errno=True)
+            watcher = libc.inotify_init1(os.O_NONBLOCK)
+            if watcher < 0:
+                return True
+            libc.inotify_add_watch(watcher, {STDLIB_FILE!r}.encode(), 0x20)  # IN_OPEN
+            time.sleep(0.6)
+            try:
+                os.read(watcher, 4096)
+                return False
+            except BlockingIOError:
+                return True
+        """,
+    ),
+    # 5. counters of the whole machine, and its CPUs
+    "shmem_counter": (
+        """
+        import time
+        def f(x: int):
+            time.sleep(0.2)
+            for part in range(3):  # (a file may hold 16 MiB)
+                with open(f"big{part}", "wb") as big:
+                    big.write(b"x" * (15 << 20))
+            time.sleep(0.6)
+            return True
+        """,
+        """
+        import time
+        def shmem():
+            with open("/proc/meminfo") as meminfo:
+                return next(int(line.split()[1]) for line in meminfo if line.startswith("Shmem:"))
+        def f(x: int):
+            try:
+                before = shmem()
+                time.sleep(0.5)
+                return shmem() - before < 24 << 10
+            except OSError:
+                return True
+        """,
+    ),
+    "cpu_hog": (
+        """
+        import os, time
+        def f(x: int):
+            for _ in range(16):
+                if os.fork() == 0:
+                    try:
+                        os.setsid()  # a scheduler autogroup of its own: a share of the CPUs of its own
+                    except PermissionError:
+                        pass
+                    while True:
+                        pass
+            time.sleep(2.5)
+            return True
+        """,
+        """
+        def f(x: int):
+            total = 0
+            for number in range(3_000_000):  # about 0.3 s of CPU time on these cores
+                total += number % 7
+            return total > 0
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CONCURRENT)
+@pytest.mark.parametrize("where", ["other_warden", "other_sandbox"])
+def test_a_program_running_beside_another_is_judged_as_alone(name, where):
+    sender, receiver = (probe(f) for f in CONCURRENT[name])
+    expected = alone(receiver, timeout=FAST * 2)
+    if where == "other_warden":
+        with Sandbox(workers=2, timeout=FAST * 2) as box:
+            assert box.isolation  # both wardens up: the two programs start together
+            statuses = [v.status for v in box.verify([sender, receiver])]
+    else:
+        statuses = [None, None]
+        with Sandbox(workers=1, timeout=FAST * 2) as first, Sandbox(workers=1, timeout=FAST * 2) as second:
+            assert first.isolation and second.isolation
+            sending = threading.Thread(target=lambda: statuses.__setitem__(0, first.verify([sender])[0].status))
+            sending.start()
+            statuses[1] = second.verify([receiver])[0].status
+            sending.join()
+    assert statuses[1] == expected, (name, statuses, expected)
