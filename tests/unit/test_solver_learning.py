@@ -444,7 +444,7 @@ def test_only_a_judged_pass_enters_the_bc_data(sandbox):
 def forged_reply(answer: int) -> str:
     """A g that writes its runner's reply itself (the frame a runner sends for `answer`, on the reply descriptor
     the runner inherits), then leaves before anything else can be sent: g never returns."""
-    frame = pack("answer", encode_answer(answer, "int"), repr(answer), "")
+    frame = pack("answer", encode_answer(answer, "int"), repr(answer), "", "")
     return f"\n    import os\n    os.write(4, {frame!r})\n    os._exit(0)"
 
 

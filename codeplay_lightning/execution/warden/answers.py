@@ -121,6 +121,99 @@ def encode_answer(answer, answer_type: str = "") -> str:
     return text
 
 
+def encode_shared(answer, answer_type: str = "") -> tuple[str, str]:
+    """A runner's answer as (JSON text, its shared places): where the answer holds a list or dict again that it
+    already holds (two places, or a list that holds itself), the JSON holds null, and the shared places, a JSON
+    list of [place, place of the first], say which; "" when nothing repeats. The judge then gets back the same
+    aliasing P3's judge gives f (`decode_shared`); the identity of equal immutable values (two equal strings, two
+    equal large ints) is not kept: no value's identity is part of the value."""
+    shared = shared_containers(answer)
+    if not shared:
+        return encode_answer(answer, answer_type), ""
+    places = {tuple(path) for path, _ in shared}
+    return encode_answer(_with_placeholders(answer, (), places), answer_type), json.dumps(shared)
+
+
+def shared_containers(answer) -> list[list[list]]:
+    """[place, place of its first occurrence] of every list or dict the answer holds more than once, in a depth-first
+    walk that never enters one twice; a place is the list of indices and keys from the answer to it."""
+    seen = {id(answer): []}
+    shared, stack = [], [(answer, [])]
+    while stack:
+        value, path = stack.pop()
+        if type(value) is dict:
+            items = value.items()
+        elif type(value) is list and {list, dict} & set(map(type, value)):  # (a list of numbers stays cheap)
+            items = enumerate(value)
+        else:
+            continue
+        for key, item in items:
+            if type(item) in (list, dict):
+                if id(item) in seen:
+                    shared.append([[*path, key], seen[id(item)]])
+                else:
+                    seen[id(item)] = [*path, key]
+                    stack.append((item, [*path, key]))
+    return shared
+
+
+def _with_placeholders(value, path: tuple, places: set):
+    """A copy of the answer's lists and dicts with None at `places`."""
+    if len(path) > ANSWER_DEPTH:
+        raise ValueError(f"the answer nests deeper than {ANSWER_DEPTH} levels")
+    if type(value) is list:
+        return [
+            None if (*path, index) in places else _with_placeholders(item, (*path, index), places)
+            for index, item in enumerate(value)
+        ]
+    if type(value) is dict:
+        return {
+            key: None if (*path, key) in places else _with_placeholders(item, (*path, key), places)
+            for key, item in value.items()
+        }
+    return value
+
+
+def decode_shared(text: str, shared: str, answer_type: str = ""):
+    """The answer from `encode_shared`'s text and shared places, with its lists and dicts shared again; ValueError
+    for places that are not places of this answer (they come from g's process)."""
+    answer = decode_answer(text)
+    if shared:
+        for place, first in json.loads(shared):
+            if len(place) > ANSWER_DEPTH or len(first) > ANSWER_DEPTH or not place:
+                raise ValueError("a shared place deeper than the answer can be")
+            _at(answer, place[:-1])[place[-1]] = _at(answer, first)
+    base, depth = parse_answer_type(answer_type) if answer_type else (None, 0)
+    return _from_hex_in_place(answer, depth, set()) if base is int else answer
+
+
+def _at(answer, place: list):
+    """The list or dict at `place` in the answer; ValueError where there is none."""
+    value = answer
+    for key in place:
+        if not (type(value) is list and type(key) is int and 0 <= key < len(value)) and not (
+            type(value) is dict and type(key) is str and key in value
+        ):
+            raise ValueError("a shared place outside the answer")
+        value = value[key]
+    if type(value) not in (list, dict):
+        raise ValueError("a shared place that is not a list or dict")
+    return value
+
+
+def _from_hex_in_place(value, depth: int, converted: set):
+    """The int-typed answer's hex strings made ints, in its own lists (each once: lists may be shared)."""
+    if depth == 0:
+        return _from_hex(value)
+    if type(value) is not list:
+        raise ValueError("a list level of the answer's type is not a list")
+    if id(value) not in converted:
+        converted.add(id(value))
+        for index, item in enumerate(value):
+            value[index] = _from_hex_in_place(item, depth - 1, converted)
+    return value
+
+
 def decode_answer(text: str, answer_type: str = ""):
     """The answer from its JSON text (see `encode_answer`); nesting beyond ANSWER_DEPTH is a
     RecursionError, raised by the decoder's own depth check before it can exhaust the C stack."""
@@ -147,9 +240,11 @@ def _from_hex(text) -> int:
 
 def _map_leaves(value, depth: int, function):
     """`value` with `function` applied to the items at list depth `depth`; ValueError where a
-    level that should be a list is not."""
+    level that should be a list is not (but None, `encode_shared`'s placeholder of a list)."""
     if depth == 0:
         return function(value)
+    if value is None:
+        return None
     if type(value) is not list:
         raise ValueError("a list level of the answer's type is not a list")
     return [_map_leaves(item, depth - 1, function) for item in value]

@@ -302,13 +302,13 @@ class Warden:
         process, then f's, both on the program's one clock. Each compiles its own source, under its limits; g's
         never sees f."""
         clock = Clock(self.timeout, self.cpu_fd)
-        status, detail, answer, output = self._ask(b"runner", (g, answer_type), clock, 4, "g")
+        status, detail, answer, shared, output = self._ask(b"runner", (g, answer_type), clock, 5, "g")
         returned = ""
-        if status == "answer" and len(detail) > ANSWER_CHARS:  # only a reply g forged itself can be longer
+        if status == "answer" and len(detail) + len(shared) > ANSWER_CHARS:  # only a reply g forged can be longer
             status, detail = "error", f"g's answer is over {ANSWER_CHARS} characters as JSON"
         if status == "answer":
             status, detail, answer, returned, judge_output = self._ask(
-                b"judge", (f, answer_type, detail), clock, 5, "f"
+                b"judge", (f, answer_type, detail, shared), clock, 5, "f"
             )
             output += judge_output
         if status != "timeout" and clock.expired():

@@ -5,7 +5,15 @@ import reprlib
 import sys
 import traceback
 
-from .answers import ANSWER_DEPTH, decode_answer, encode_answer, parse_answer_type, type_matches
+from .answers import (
+    ANSWER_DEPTH,
+    decode_answer,
+    decode_shared,
+    encode_answer,
+    encode_shared,
+    parse_answer_type,
+    type_matches,
+)
 
 
 class CappedOutput:
@@ -87,25 +95,28 @@ def describe(error: BaseException, name: str, source: str, frames: int = 4) -> s
 
 
 def run_g(g: str, answer_type: str) -> list[str]:
-    """Runs in a runner: ["answer", JSON text, repr of the answer], or [status, detail, repr of the answer or ""]
-    when g gave no answer to judge. `answer_type` ("" for any JSON) decides how the answer travels. g's process never
-    sees f. Compiling happens here, under the program's limits and clock."""
+    """Runs in a runner: ["answer", JSON text, repr of the answer, its shared places] (`encode_shared`), or [status,
+    detail, repr of the answer or "", ""] when g gave no answer to judge. `answer_type` ("" for any JSON) decides
+    how the answer travels. g's process never sees f. Compiling happens here, under the program's limits and
+    clock."""
     try:
         answer = instantiate(compile_source(g, "g"), "g")()
         if answer_type and not type_matches(answer, parse_answer_type(answer_type)):
-            return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}", safe_repr(answer)]
-        return ["answer", encode_answer(answer, answer_type), safe_repr(answer)]
+            return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}", safe_repr(answer), ""]
+        text, shared = encode_shared(answer, answer_type)
+        return ["answer", text, safe_repr(answer), shared]
     except ProgramError as error:
-        return [error.status, error.detail, ""]
+        return [error.status, error.detail, "", ""]
     except MemoryError as error:
-        return ["memory", describe(error, "g", g), ""]
+        return ["memory", describe(error, "g", g), "", ""]
     except BaseException as error:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, anything g raises
-        return ["error", describe(error, "g", g), ""]
+        return ["error", describe(error, "g", g), "", ""]
 
 
-def judge_answer(f: str, answer_type: str, text: str) -> list[str]:
+def judge_answer(f: str, answer_type: str, text: str, shared: str) -> list[str]:
     """Runs in a judge: [status, detail, repr of the answer, repr of what f returned] for f on the answer that
-    `text` encodes, of `answer_type` ("" for any JSON; checked again here: the answer came from g's process)."""
+    `text` and `shared` encode (`decode_shared`), of `answer_type` ("" for any JSON; checked again here: the answer
+    came from g's process)."""
     try:
         code = compile_source(f, "f")
     except ProgramError as error:
@@ -113,7 +124,7 @@ def judge_answer(f: str, answer_type: str, text: str) -> list[str]:
     except MemoryError as error:
         return ["memory", describe(error, "f", f), "", ""]
     try:
-        answer = decode_answer(text, answer_type)
+        answer = decode_shared(text, shared, answer_type)
     except RecursionError:
         return ["error", f"the answer nests deeper than {ANSWER_DEPTH} levels", "", ""]
     except ValueError as error:

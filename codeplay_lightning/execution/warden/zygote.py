@@ -159,8 +159,8 @@ class Zygote:
         write_all(4, pack(*run_g(g, answer_type), self.output.value()))
 
     def _judge_main(self) -> None:
-        f, answer_type, answer = read_frame(3, 1 << 31)
-        write_all(4, pack(*judge_answer(f, answer_type, answer), self.output.value()))
+        f, answer_type, answer, shared = read_frame(3, 1 << 31)
+        write_all(4, pack(*judge_answer(f, answer_type, answer, shared), self.output.value()))
 
     def _caller_main(self) -> None:
         source, function, text = read_frame(3, 1 << 31)

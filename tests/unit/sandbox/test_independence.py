@@ -406,7 +406,7 @@ def _peak_kib(pid: int) -> int:
     "frame",
     [
         "struct.pack('>I', 0xFFFFFFF0) + b'x' * (64 << 20)",  # announces 4 GB, streams 64 MB
-        "pack('answer', 'x' * (64 << 20), '', '')",  # a well-formed frame far past the cap
+        "pack('answer', 'x' * (64 << 20), '', '', '')",  # a well-formed frame far past the cap
     ],
     ids=["announced", "sent"],
 )
@@ -424,8 +424,8 @@ def test_a_forged_answer_past_the_cap_never_reaches_the_judge(sandbox):
     """A frame small enough to be read (the frame limit leaves room for the reply's details) whose answer is over
     ANSWER_CHARS: the warden refuses it before any judge sees it."""
     answer = '"' + "x" * ANSWER_CHARS + '"'
-    g = f"import os\nfrom warden.protocol import pack\ndef g():\n    os.write(4, pack('answer', {answer!r}, '', ''))\n"
-    g += "    os._exit(0)"
+    g = "import os\nfrom warden.protocol import pack\ndef g():\n"
+    g += f"    os.write(4, pack('answer', {answer!r}, '', '', ''))\n    os._exit(0)"
     (verdict,) = contained(sandbox, program("def f(x):\n    return True", g))
     assert verdict.status == "error" and "over" in verdict.detail, verdict
 

@@ -144,7 +144,7 @@ def test_syntax(sandbox, f, g, fragment):
         ("def f(x):\n    return x == {'a': [1, None]}", "def g():\n    return {'a': [1, None]}", None, "pass"),
         ("def f(x):\n    return x == {1, 2}", "def g():\n    return {2, 1}", None, "error"),  # no set in JSON
         ("def f(x):\n    return True", "def g():\n    return (1, 2)", None, "error"),  # nor a tuple
-        ("def f(x):\n    return True", "def g():\n    x = []\n    x.append(x)\n    return x", None, "error"),
+        ("def f(x):\n    return True", "def g():\n    x = []\n    x.append(x)\n    return x", None, "pass"),  # kept
     ],
 )
 def test_answer_types(sandbox, f, g, ans_type, status):
@@ -274,3 +274,45 @@ def test_annotations_are_evaluated_as_in_p3(sandbox):
         ]
     )
     assert verdict.status == "pass", verdict
+
+
+# ---------------------------------------------------------------- answers as P3's judge gives them to f
+
+
+@pytest.mark.parametrize(
+    "f, g",
+    [
+        # a list held twice: f changes it through one place and sees it through the other
+        (
+            "def f(x: List[List[int]]):\n    x[0].append(9)\n    return x[1] == [1, 9]",
+            "def g():\n    part = [1]\n    return [part, part]",
+        ),
+        # a list that holds itself
+        ("def f(x):\n    return x[0] is x", "def g():\n    loop = []\n    loop.append(loop)\n    return loop"),
+        # a dict held under two keys
+        (
+            "def f(x):\n    return x['a'] is x['b']",
+            "def g():\n    shared = {'n': 1}\n    return {'a': shared, 'b': shared}",
+        ),
+        # an int-typed answer whose lists are shared travels as hex and comes back shared
+        (
+            "def f(x: List[List[int]]):\n    return x[0] is x[1] and x[0] == [2**100, 3]",
+            "def g():\n    part = [2**100, 3]\n    return [part, part]",
+        ),
+    ],
+    ids=["list_twice", "list_in_itself", "dict_twice", "int_lists_shared"],
+)
+def test_the_answer_keeps_its_lists_and_dicts_shared_as_in_p3(sandbox, f, g):
+    """P3's judge calls f on g's very object; here the answer travels as data between two processes, and which of
+    its lists and dicts are one and the same travels with it."""
+    (verdict,) = sandbox.verify([program(f, g)])
+    assert verdict.status == "pass", verdict
+
+
+def test_equal_immutable_values_are_not_one_object_as_they_may_be_in_p3(sandbox):
+    """The one difference from P3's judge (docs/sandbox.md): the identity of equal immutable values is not kept.
+    Here g returns one large int object twice; P3's judge would pass f, which asks whether they are one object."""
+    (verdict,) = sandbox.verify(
+        [program("def f(x: List[int]):\n    return x[0] is x[1]", "def g():\n    big = 2**100\n    return [big, big]")]
+    )
+    assert verdict.status == "fail", verdict
