@@ -93,7 +93,8 @@ def test_two_gloo_ranks_give_one_process_gradient_and_whitened_advantages(tiny_l
     assert_close = torch.testing.assert_close
     assert_close(torch.cat([rank["advantages"] for rank in ranks]), buffer.advantages[buffer.mask.bool()])
     for rank in ranks:
-        assert rank["metrics"]["ppo/explained_variance"] == pytest.approx(metrics["ppo/explained_variance"])
+        # sums over other groupings of the rows: 1.1e-6 relative on an AVX2 host
+        assert rank["metrics"]["ppo/explained_variance"] == pytest.approx(metrics["ppo/explained_variance"], rel=1e-5)
         assert rank["gradient"].keys() == gradient.keys()
         for name, grad in gradient.items():  # the ranks scored their rows in other packs: fp32 round-off
             assert_close(rank["gradient"][name], grad, atol=1e-5 * float(grad.abs().max()), rtol=1e-4, msg=name)
