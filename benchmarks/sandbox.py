@@ -69,8 +69,8 @@ def judge_in_process(program: Program) -> str:
         answer_type = answer_type_of(program.f, program.ans_type)
     except ValueError:
         return "error"
-    status, answer, _, shared = run_g(program.g, answer_type)
-    return judge_answer(program.f, answer_type, answer, shared)[0] if status == "answer" else status
+    status, answer, _, shared = run_g(program.g, b"", answer_type)
+    return judge_answer(program.f, b"", answer_type, answer, shared)[0] if status == "answer" else status
 
 
 def _naive_child(program: Program, result) -> None:

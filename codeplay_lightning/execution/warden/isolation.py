@@ -27,6 +27,7 @@ DEVICES = {"null": (1, 3), "zero": (1, 5), "random": (1, 8), "urandom": (1, 9)} 
 # whose packages reach programs only as `modules`)
 STDLIB_LEFT_OUT = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data"}
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged-/usr links, kept as links
+ROOT = "/tmp/root"  # where `build_root` makes the root, under a tmpfs that hides the host's /tmp
 
 
 def _check(result: int, what: str) -> None:
@@ -78,7 +79,7 @@ def build_root(stdlib: str, module_dirs: list[str], as_root: bool) -> str:
     host = os.open("/", os.O_PATH | os.O_DIRECTORY)  # the host's files, after its /tmp is hidden below
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")  # host /tmp hidden too
-    root = "/tmp/root"
+    root = ROOT
     os.mkdir(root)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={sizes + (16 << 20)},mode=755")
     for path in SYSTEM_LINKS:
@@ -223,10 +224,11 @@ def drop_capabilities() -> None:
 
 class Cgroup:
     """The cgroup(s) of one warden's zygote and so of every process it forks: memory and process count bounded per
-    program (one program's processes run under a warden at a time), its CPU use limited to one core and counted:
-    the clock of a program's verdict. cgroup v2 when the warden's parent cgroup delegates the controllers, else
-    cgroup v1's hierarchies (without a usable CPU controller the clock is the wall's). Named at random: no two
-    sandboxes share one, whatever their pid namespaces."""
+    program (one program's processes run under a warden at a time), and its CPU time counted: the clock of a
+    program's verdict. cgroup v2 when the warden's parent cgroup delegates memory and pids, else cgroup v1's
+    hierarchies (without cpuacct there, the clock is the wall's). Named at random: no two sandboxes share one,
+    whatever their pid namespaces. (No CPU quota: a program's processes share the CPUs with the other wardens' as one
+    scheduler group, the warden's session, and a program cannot leave it: no new session.)"""
 
     def __init__(self, version: int, directories: list[str], cpu_usage: str | None):
         self.version, self.directories, self.cpu_usage = version, directories, cpu_usage
@@ -247,25 +249,20 @@ class Cgroup:
                 delegated = set(control.read().split())
         except OSError:
             delegated = set()
-        one_core = 100_000  # µs of CPU per 100,000 µs
         if {"memory", "pids"} <= delegated:
             version, directories = 2, [f"{v2}/{name}"]
             limits = {"memory.max": memory_bytes, "pids.max": processes}
-            if "cpu" in delegated:
-                limits["cpu.max"] = f"{one_core} {one_core}"
-            usage = f"{v2}/{name}/cpu.stat" if "cpu" in delegated else None
+            usage = f"{v2}/{name}/cpu.stat"  # (counted in every cgroup v2, with or without the cpu controller)
         else:
             version = 1
-            hierarchies = {"memory": None, "pids": None, "cpu": None, "cpuacct": None}
+            hierarchies = {"memory": None, "pids": None, "cpuacct": None}
             for controller in hierarchies:
                 hierarchy = f"/sys/fs/cgroup/{controller}"
                 if controller in paths and os.path.isdir(hierarchy):
                     hierarchies[controller] = os.path.realpath(hierarchy) + paths[controller].rstrip("/") + f"/{name}"
             directories = list(dict.fromkeys(d for d in hierarchies.values() if d is not None))
             limits = {"memory.limit_in_bytes": memory_bytes, "pids.max": processes}
-            if hierarchies["cpu"] and hierarchies["cpuacct"]:
-                limits |= {"cpu.cfs_period_us": one_core, "cpu.cfs_quota_us": one_core}
-            usage = f"{hierarchies['cpuacct']}/cpuacct.usage" if hierarchies["cpu"] and hierarchies["cpuacct"] else None
+            usage = f"{hierarchies['cpuacct']}/cpuacct.usage" if hierarchies["cpuacct"] else None
         made = []
         try:
             for directory in directories:
@@ -287,7 +284,11 @@ class Cgroup:
         joins = [os.open(f"{directory}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for directory in self.directories]
         file = "memory.events" if self.version == 2 else "memory.oom_control"
         events = next(f"{d}/{file}" for d in self.directories if os.path.exists(f"{d}/{file}"))
-        usage = os.open(self.cpu_usage, os.O_RDONLY | os.O_CLOEXEC) if self.cpu_usage else None
+        usage = (
+            os.open(self.cpu_usage, os.O_RDONLY | os.O_CLOEXEC)
+            if self.cpu_usage and os.path.exists(self.cpu_usage)
+            else None
+        )
         return joins, os.open(events, os.O_RDONLY | os.O_CLOEXEC), usage
 
     def remove(self) -> None:

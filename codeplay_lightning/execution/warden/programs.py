@@ -1,6 +1,7 @@
 """What runs inside a program process: compiling a source, running g, judging f on an answer, calling a function."""
 
 import builtins
+import marshal
 import reprlib
 import sys
 import traceback
@@ -94,13 +95,18 @@ def describe(error: BaseException, name: str, source: str, frames: int = 4) -> s
         return "an error that could not be described"
 
 
-def run_g(g: str, answer_type: str) -> list[str]:
+def loaded(source: str, code: bytes, name: str):
+    """The code of `source`: `code` marshalled by the warden (which compiles short sources, `main.WARDEN_COMPILES`),
+    else compiled here, in the program's own process, under its limits and clock."""
+    return marshal.loads(code) if code else compile_source(source, name)
+
+
+def run_g(g: str, code: bytes, answer_type: str) -> list[str]:
     """Runs in a runner: ["answer", JSON text, repr of the answer, its shared places] (`encode_shared`), or [status,
     detail, repr of the answer or "", ""] when g gave no answer to judge. `answer_type` ("" for any JSON) decides
-    how the answer travels. g's process never sees f. Compiling happens here, under the program's limits and
-    clock."""
+    how the answer travels. g's process never sees f."""
     try:
-        answer = instantiate(compile_source(g, "g"), "g")()
+        answer = instantiate(loaded(g, code, "g"), "g")()
         if answer_type and not type_matches(answer, parse_answer_type(answer_type)):
             return ["fail", f"answer {safe_repr(answer)} is not of type {answer_type}", safe_repr(answer), ""]
         text, shared = encode_shared(answer, answer_type)
@@ -113,12 +119,12 @@ def run_g(g: str, answer_type: str) -> list[str]:
         return ["error", describe(error, "g", g), "", ""]
 
 
-def judge_answer(f: str, answer_type: str, text: str, shared: str) -> list[str]:
+def judge_answer(f: str, code: bytes, answer_type: str, text: str, shared: str) -> list[str]:
     """Runs in a judge: [status, detail, repr of the answer, repr of what f returned] for f on the answer that
     `text` and `shared` encode (`decode_shared`), of `answer_type` ("" for any JSON; checked again here: the answer
     came from g's process)."""
     try:
-        code = compile_source(f, "f")
+        code = loaded(f, code, "f")
     except ProgramError as error:
         return [error.status, error.detail, "", ""]
     except MemoryError as error:
@@ -145,12 +151,12 @@ def judge_answer(f: str, answer_type: str, text: str, shared: str) -> list[str]:
         return ["error", describe(error, "f", f), shown, ""]
 
 
-def call_function(source: str, name: str, text: str) -> list[str]:
+def call_function(source: str, code: bytes, name: str, text: str) -> list[str]:
     """Runs in a caller: the program's module, then `name(input)` on the input `text` encodes:
     ["returned", "", the JSON text of the result], or [status, detail, ""] when the program or the
     call raised or returned something that is not JSON data."""
     try:
-        code = compile_source(source, "program")
+        code = loaded(source, code, "program")
         namespace = {"__builtins__": builtins, "__name__": "__program__"}
         exec(code, namespace)
         function = namespace.get(name)

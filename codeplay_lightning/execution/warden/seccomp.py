@@ -206,9 +206,19 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
+class Filter:
+    """A seccomp program made ready to install (by the zygote, once: a program process then only installs it)."""
+
+    def __init__(self, program: bytes):
+        self.buffer = ctypes.create_string_buffer(program, len(program))
+        self.fprog = _SockFprog(len(program) // 8, ctypes.cast(self.buffer, ctypes.c_char_p))
+        self.pointer = ctypes.byref(self.fprog)
+
+    def install(self) -> None:
+        """On this process and every process it forks from now on."""
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        _check(_libc.prctl(PR_SET_SECCOMP, 2, self.pointer, 0, 0), "seccomp")
+
+
 def install_seccomp(program: bytes) -> None:
-    """Install a seccomp program on this process and every process it forks from now on."""
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    _check(_libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0), "seccomp")
+    Filter(program).install()

@@ -13,7 +13,7 @@ import time
 from .isolation import CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, _check, _libc, drop_capabilities, fresh_tmp
 from .programs import CappedOutput, call_function, judge_answer, run_g
 from .protocol import pack, read_frame, write_all
-from .seccomp import ZYGOTE_NEEDS, denial_filter, install_seccomp, seccomp_filter, signal_filter
+from .seccomp import ZYGOTE_NEEDS, Filter, denial_filter, install_seccomp, seccomp_filter, signal_filter
 
 NOBODY = 65534  # runners' uid
 JUDGE_UID = 65533  # judges' and callers' uid: no runner can signal the judge of its own program
@@ -40,6 +40,9 @@ class Zygote:
         self.address_space, self.nproc = warden.address_space, warden.nproc
         self.recursion_limit, self.output_chars = warden.recursion_limit, warden.output_chars
         self.cgroup_fds = warden.cgroup_fds
+        own_filter = denial_filter(ZYGOTE_NEEDS)  # each program process's, on top of the zygote's
+        self.own_filter = None if own_filter is None else Filter(own_filter)
+        self.child_namespace = False  # whether its children's pid namespace is a new one (not its own)
         self.output: CappedOutput | None = None
 
     def serve(self, commands: socket.socket) -> None:
@@ -72,8 +75,12 @@ class Zygote:
         program_read, program_write = os.pipe()
         reply_read, reply_write = os.pipe()
         if self.namespaced:  # the next child works in a fresh /tmp, as PID 1 of a new pid namespace
-            fresh_tmp()
+            # (all of it before the fork: what the zygote writes after one, its child has to copy first)
+            if self.child_namespace:
+                _check(_libc.setns(self.pid_namespace, CLONE_NEWPID), "setns pid namespace")
             _check(_libc.unshare(CLONE_NEWPID), "unshare pid namespace")
+            self.child_namespace = True
+            fresh_tmp()
         pid = os.fork()
         if pid == 0:
             try:
@@ -82,8 +89,6 @@ class Zygote:
             except BaseException:  # noqa: BLE001 - a child that could not even reply: the warden says so
                 os._exit(70)
             os._exit(0)
-        if self.namespaced:  # and the ones after it get theirs
-            _check(_libc.setns(self.pid_namespace, CLONE_NEWPID), "setns pid namespace")
         os.close(program_read)
         os.close(reply_write)
         socket.send_fds(commands, [str(pid).encode()], [program_write, reply_read])
@@ -145,26 +150,31 @@ class Zygote:
             os.setuid(uid)
         elif self.world == "user":
             drop_capabilities()
-        filters = [denial_filter(ZYGOTE_NEEDS)]
+        if self.own_filter is not None:
+            self.own_filter.install()
         if not self.namespaced:  # the warden's uid: it must not be able to signal the supervisor, warden or zygote
-            filters.append(signal_filter(os.getpid()))
-        for program in filters:
-            if program is not None:
-                install_seccomp(program)
+            install_seccomp(signal_filter(os.getpid()))
         random.seed(0)  # after the fork: `random` reseeds itself from the system in every forked child
         self.output = sys.stdout = sys.stderr = CappedOutput(self.output_chars)
 
     def _runner_main(self) -> None:
-        g, answer_type = read_frame(3, 1 << 31)
-        write_all(4, pack(*run_g(g, answer_type), self.output.value()))
+        g, code, answer_type = _request()
+        write_all(4, pack(*run_g(g, code, answer_type), self.output.value()))
 
     def _judge_main(self) -> None:
-        f, answer_type, answer, shared = read_frame(3, 1 << 31)
-        write_all(4, pack(*judge_answer(f, answer_type, answer, shared), self.output.value()))
+        f, code, answer_type, answer, shared = _request()
+        write_all(4, pack(*judge_answer(f, code, answer_type, answer, shared), self.output.value()))
 
     def _caller_main(self) -> None:
-        source, function, text = read_frame(3, 1 << 31)
-        write_all(4, pack(*call_function(source, function, text), self.output.value()))
+        source, code, function, text = _request()
+        write_all(4, pack(*call_function(source, code, function, text), self.output.value()))
+
+
+def _request() -> list:
+    """A program process's one request, from the warden: its source, the source's marshalled code or b"", then
+    text fields."""
+    source, code, *rest = read_frame(3, 1 << 31, decode=False)
+    return [source.decode(), code, *(field.decode() for field in rest)]
 
 
 def _children() -> list[int]:
