@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     with out.open("w") as handle:  # opened first: a bad --out fails before the batch, not after it
         started = time.perf_counter()
         with sandbox(args) as box, progress() as bar:
-            isolation = box.isolation
+            isolation = f"{box.level}: {box.isolation}"
             task = bar.add_task("verifying", total=len(programs))
             verdicts = iter(box.verify(programs, on_verdict=lambda *_: bar.advance(task)))
         elapsed = time.perf_counter() - started

@@ -174,12 +174,19 @@ class Sandbox:
 
     @property
     def isolation(self) -> str:
-        """How strongly programs are isolated here (namespaces, uid drop and cgroups need root)."""
+        """How strongly programs are isolated here, in words (docs/sandbox.md), once every warden is up."""
         self._fill_pool()
         while not all(warden.ready for warden in self._wardens):
             self._pump(None, time.monotonic() + 0.1)
             self._fill_pool()
         return self._reported
+
+    @property
+    def level(self) -> str:
+        """The isolation's level: full (root: namespaces, a cgroup, seccomp), partial (no root, or no cgroup) or
+        basic (no namespaces); the least any warden offers."""
+        _ = self.isolation
+        return min((warden.level for warden in self._wardens), key=("basic", "partial", "full").index)
 
     def verify(
         self, programs: Sequence[Program], on_verdict: Callable[[int, Verdict], None] | None = None

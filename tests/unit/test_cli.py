@@ -2,6 +2,7 @@
 `codeplay verify` and `codeplay evaluate` end to end, and the puzzle-file reader behind them."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,7 @@ def test_verify_writes_one_verdict_per_line_and_bad_lines_get_syntax(tmp_path, c
     assert all(set(v) == {"name", "status", "detail", "seconds"} for v in verdicts)
     printed = capsys.readouterr().out
     assert "pass: 1" in printed and "syntax: 2" in printed and "verdicts/s" in printed
+    assert re.search(r"isolation: (full|partial|basic): ", printed)  # the level, then how it isolates
 
 
 def test_verify_checks_every_reference_solution_of_a_p3_file(tmp_path):
