@@ -223,11 +223,62 @@ class TrainConfig:
             f"rollout.n_envs ({self.rollout.n_envs}) must be at least trainer.devices ({self.trainer.devices}): "
             "the streams are shared among the devices, at least one each",
         )
+        _require(
+            self.reward.difficulty == "codeplay" or self.solver.strategy == "few-shot",
+            f"reward.difficulty={self.reward.difficulty} needs solver.strategy=few-shot: it rewards a pass rate, and "
+            f"a search's 1/D is one over the calls to its first solution, not a pass rate",
+        )
         if self.reward.combine == "product":
             _require(
                 self.reward.w_difficulty == 1 and self.reward.w_novelty == 1,
                 "reward.combine=product takes no weights: leave w_difficulty and w_novelty at 1",
             )
+
+
+# what may change between a run and its resume: how it runs, not what it is (`run_identity`)
+NOT_IDENTITY = {
+    "name",  # (the run's folder: a resume is found there)
+    "reward.reference",  # where P3's files are: the split they give is the identity's
+    "reward.reference_split",
+    "solver.batch_size",
+    "sandbox.workers",
+    "sandbox.allow_partial_isolation",
+    "trainer.iterations",  # a resume may train on
+    "trainer.precision",  # and move between devices (a checkpoint written on a GPU resumes on the CPU)
+    "trainer.accelerator",
+    "trainer.devices",
+    "trainer.strategy",
+    "trainer.run_root",
+}
+
+
+def run_identity(config: TrainConfig) -> dict[str, object]:
+    """What a run is, key by key ("reward.difficulty": "codeplay", ...): every setting of the model, the rollout,
+    the Solver (its strategy, its LLM and every self-play setting), the reward, PPO and the seed; not how it runs
+    (NOT_IDENTITY). A checkpoint carries it, and a resume whose identity differs is refused."""
+    flat = _flattened(OmegaConf.to_container(OmegaConf.structured(config)))
+    return {key: value for key, value in flat.items() if key not in NOT_IDENTITY}
+
+
+def identity_difference(saved: dict, wanted: dict) -> str | None:
+    """The first key where a checkpoint's identity and this run's differ, said in words; None when they agree."""
+    for key in sorted(set(saved) | set(wanted)):
+        if saved.get(key, "(absent)") != wanted.get(key, "(absent)"):
+            return (
+                f"the checkpoint was made with {key}={saved.get(key, '(absent)')!r} and this run has "
+                f"{wanted.get(key, '(absent)')!r}: resume with the same value, or start a new run"
+            )
+    return None
+
+
+def _flattened(tree: dict, prefix: str = "") -> dict[str, object]:
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat |= _flattened(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _require(condition: bool, message: str) -> None:

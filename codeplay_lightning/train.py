@@ -18,7 +18,14 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import nn
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
-from codeplay_lightning.config import ConfigError, TrainConfig, TrainerConfig, to_yaml
+from codeplay_lightning.config import (
+    ConfigError,
+    TrainConfig,
+    TrainerConfig,
+    identity_difference,
+    run_identity,
+    to_yaml,
+)
 from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
@@ -104,11 +111,7 @@ def train(
             temperature=config.rollout.temperature,
             value_hidden=config.model.value_hidden,
             detach_value_trunk=config.model.detach_value_trunk,
-            identity={
-                "model": config.model.name,
-                "lora_rank": config.model.lora_rank,
-                "reward": [config.reward.w_difficulty, config.reward.w_novelty, config.reward.combine],
-            },
+            identity=run_identity(config),
             rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0,
         )
         datamodule = ArchiveDataModule(
@@ -148,9 +151,10 @@ def train(
                 *callbacks,
             ],
         )
-        if trainer.global_rank == 0:
+        if trainer.global_rank == 0:  # the first config.yaml stays: a resume writes its own beside it
             run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "config.yaml").write_text(to_yaml(config))
+            written = f"config.resumed-{_finished_iterations(checkpoint)}.yaml" if checkpoint else "config.yaml"
+            (run_dir / written).write_text(to_yaml(config))
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
     return run_dir
 
@@ -297,16 +301,19 @@ def _reference_puzzles(config: TrainConfig) -> tuple[list, str]:
 
 
 def find_checkpoint(config: TrainConfig, resume: str) -> str:
-    """`resume` as a path, or "auto": the newest runs/<name>/version_N/checkpoints/last.ckpt."""
+    """`resume` as a path, or "auto": the newest runs/<name>/version_N/checkpoints/last.ckpt; refused in one line
+    (ConfigError) when it is unreadable or was made for another run than `config` describes (`run_identity`)."""
     if resume != "auto":
         if not Path(resume).is_file():
             raise ConfigError(f"checkpoint {resume} does not exist")
         try:
-            torch.load(resume, map_location="cpu", weights_only=False, mmap=True)
+            saved = torch.load(resume, map_location="cpu", weights_only=False, mmap=True)
         except Exception as error:  # noqa: BLE001 - any way of being unreadable
             raise ConfigError(
                 f"checkpoint {resume} is unreadable ({type(error).__name__}); not starting afresh"
             ) from None
+        if (difference := identity_difference(saved.get("codeplay", {}), run_identity(config))) is not None:
+            raise ConfigError(f"{resume}: {difference}")
         return resume
     candidates = sorted(
         Path(config.trainer.run_root, config.name).glob("version_*/checkpoints/last.ckpt"),
@@ -315,6 +322,10 @@ def find_checkpoint(config: TrainConfig, resume: str) -> str:
     if not candidates:
         raise ConfigError(f"RESUME=auto found no checkpoint under {Path(config.trainer.run_root, config.name)}")
     return find_checkpoint(config, str(candidates[-1]))
+
+
+def _finished_iterations(checkpoint: str) -> int:
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)["epoch"]) + 1
 
 
 def _version_of(checkpoint: str) -> int:

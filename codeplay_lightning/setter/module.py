@@ -55,7 +55,7 @@ class SetterPPOModule(L.LightningModule):
         vocabulary_projection(policy)  # and an output layer scoring cannot apply itself, before any sampling
         self.rewarded = rewarded
         self._window_tokens = 0.0  # real action tokens of all ranks in the accumulation window under way
-        self.identity = identity  # what a checkpoint must have been made with to be resumed here
+        self.identity = identity  # what the run is (`config.run_identity`): its checkpoints carry it
         self.policy = policy
         self.value_head = ValueHead(policy.config.hidden_size, value_hidden)
         self._frozen = (frozen,)  # a tuple hides it from nn.Module: not trained, not saved
@@ -157,10 +157,6 @@ class SetterPPOModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["codeplay"] = self.identity
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if checkpoint.get("codeplay") != self.identity:
-            raise ValueError(f"the checkpoint was made for {checkpoint.get('codeplay')}, not {self.identity}")
 
     def optimizer_step(self, epoch: int, batch_idx: int, optimizer, optimizer_closure=None) -> None:
         """Step only when some rank's minibatch in the accumulation window has a real token (an all-empty

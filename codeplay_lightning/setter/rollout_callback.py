@@ -222,7 +222,7 @@ class RolloutCallback(L.Callback):
         `codeplay evaluate --llm` takes."""
         if self.selfplay is not None and trainer.global_rank == 0:
             directory = Path(trainer.logger.log_dir) / "solver"
-            self.selfplay.learner.sampler.save_pretrained(directory)
+            self.selfplay.learner.exported().save_pretrained(directory)
             self.tokenizer.save_pretrained(directory)
 
     def _log(self, trainer: L.Trainer, own: RankRollout) -> None:

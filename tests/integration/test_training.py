@@ -157,16 +157,36 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path, stream_model, char_tokeni
         run(tmp_path, stream_model, char_tokenizer, resume="auto")
 
 
-def test_checkpoint_of_another_model_is_refused(tmp_path, stream_model, char_tokenizer):
-    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
-    with pytest.raises(ValueError, match="checkpoint was made for"):
-        run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "model.lora_rank=4", resume="auto")
+@pytest.mark.parametrize(
+    "changed, named",
+    [
+        ("model.lora_rank=4", "model.lora_rank=0"),
+        ("reward.w_novelty=0", "reward.w_novelty=1.0"),
+        ("reward.difficulty=learnability", "reward.difficulty='codeplay'"),
+        ("solver.learn_every=2", "solver.learn_every=0"),
+        ("solver.attempts=3", "solver.attempts=2"),
+        ("rollout.temperature=0.7", "rollout.temperature=0.8"),
+    ],
+)
+def test_a_resume_that_would_change_the_run_is_refused_in_one_line(
+    tmp_path, stream_model, char_tokenizer, changed, named
+):
+    """Whatever the run is (`run_identity`) a resume keeps; the refusal names the key, before anything loads, and
+    the first config.yaml stays as it was."""
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
+    first = (run_dir / "config.yaml").read_text()
+    with pytest.raises(ConfigError, match=f"made with {re.escape(named)} and this run has") as refusal:
+        run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", changed, resume="auto")
+    assert "\n" not in str(refusal.value)
+    assert (run_dir / "config.yaml").read_text() == first
 
 
-def test_checkpoint_made_with_other_reward_weights_is_refused(tmp_path, stream_model, char_tokenizer):
-    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
-    with pytest.raises(ValueError, match="checkpoint was made for"):
-        run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "reward.w_novelty=0", resume="auto")
+def test_a_resume_keeps_the_first_config_and_writes_its_own_beside_it(tmp_path, stream_model, char_tokenizer):
+    run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
+    first = (run_dir / "config.yaml").read_text()
+    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "sandbox.workers=1", resume="auto")
+    assert (run_dir / "config.yaml").read_text() == first
+    assert "workers: 1" in (run_dir / "config.resumed-1.yaml").read_text()
 
 
 def test_missing_checkpoint_never_starts_afresh(tmp_path, stream_model, char_tokenizer):

@@ -82,6 +82,16 @@ def test_bad_overrides_are_one_line_errors(override, message):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("difficulty", ["learnability", "uncertainty"])
+@pytest.mark.parametrize("strategy", ["gif-mcts", "worldcoder"])
+def test_a_pass_rate_reward_with_a_search_solver_is_refused(difficulty, strategy):
+    """A search's 1/D is one over the calls to its first solution, not a pass rate: the two rewards that read a pass
+    rate would read something else."""
+    with pytest.raises(ConfigError, match=f"reward.difficulty={difficulty} needs solver.strategy=few-shot"):
+        load_config([CONFIGS / "balanced.yaml"], [f"reward.difficulty={difficulty}", f"solver.strategy={strategy}"])
+    assert load_config([CONFIGS / "balanced.yaml"], [f"solver.strategy={strategy}"]).reward.difficulty == "codeplay"
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

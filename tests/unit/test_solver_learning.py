@@ -64,10 +64,10 @@ def float64_norms(monkeypatch):
     monkeypatch.setattr(LlamaRMSNorm, "forward", forward)
 
 
-def new_learner(initial, tokenizer, corpus=(), **settings) -> SolverLearner:
+def new_learner(initial, tokenizer, corpus=(), autocast=None, **settings) -> SolverLearner:
     config = SolverConfig(learn_every=1, lora_rank=2, **settings)
     return SolverLearner(
-        initial=initial, tokenizer=tokenizer, examples=EXAMPLES, config=config, corpus=corpus, seed=0, autocast=None
+        initial=initial, tokenizer=tokenizer, examples=EXAMPLES, config=config, corpus=corpus, seed=0, autocast=autocast
     )
 
 
@@ -507,3 +507,31 @@ def test_the_sampler_is_the_learner_with_its_adapters_merged(tiny_llama, char_to
     restored.load_state_dict(learner.state_dict())
     assert torch.equal(logits_of(restored.sampler, ids), logits_of(learner.sampler, ids))
     assert torch.equal(logits_of(initial, ids), logits_of(copy.deepcopy(tiny_llama).double(), ids))
+
+
+def test_in_bf16_the_solver_samples_through_its_adapters_and_keeps_a_short_phase(tiny_llama, char_tokenizer):
+    """With bf16 initial weights and BC under bf16 autocast, a merged copy would hold bf16(W + BA): a short phase's
+    small update mostly rounds away. The Solver samples through the adapters instead (what BC trained), and the
+    exported model merges them in float32."""
+    initial = copy.deepcopy(tiny_llama).to(torch.bfloat16)
+    learner = new_learner(initial, char_tokenizer, autocast=torch.bfloat16, bc_lr=1e-4)
+    assert learner.sampler is learner.model
+    learner.replay.add(PAIR_SETS["distinct puzzles"])
+    learner.learn(lambda tensor: tensor, rank=0, world_size=1)
+    update = {name: layer.get_delta_weight("default") for name, layer in learner._merges}
+    lost = [  # the update elements a bf16 merge would drop
+        float(
+            ((initial.get_submodule(name).weight + delta).to(torch.bfloat16) == initial.get_submodule(name).weight)[
+                delta != 0
+            ]
+            .float()
+            .mean()
+        )
+        for name, delta in update.items()
+    ]
+    assert max(lost) > 0.2  # what merging in bf16 would have cost this phase
+    exported = learner.exported()  # float32, the update merged exactly
+    for name, delta in update.items():
+        expected = initial.get_submodule(name).weight.float() + delta.float()
+        torch.testing.assert_close(exported.get_submodule(name).weight, expected, rtol=0, atol=0)
+    assert all(parameter.dtype == torch.bfloat16 for parameter in initial.parameters())
