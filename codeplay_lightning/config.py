@@ -262,6 +262,8 @@ def run_identity(config: TrainConfig) -> dict[str, object]:
 
 def identity_difference(saved: dict, wanted: dict) -> str | None:
     """The first key where a checkpoint's identity and this run's differ, said in words; None when they agree."""
+    if "model.name" not in saved:
+        return "the checkpoint was made by an earlier version, which kept less of what a run is: start a new run"
     for key in sorted(set(saved) | set(wanted)):
         if saved.get(key, "(absent)") != wanted.get(key, "(absent)"):
             return (
