@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from codeplay_lightning.experiments.statistics import mean_and_se
+from codeplay_lightning.experiments.statistics import between_runs, mean_and_se
 from codeplay_lightning.rewards.functions import pass_rate
 
 WINDOW = 200  # puzzles in the trailing mean, as the paper's curves
@@ -59,6 +59,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     phases: dict[int, dict[str, dict]] = field(default_factory=dict)  # solver.jsonl's evaluations by BC phase
     learn_every: int | None = None  # solver.learn_every (0: a fixed Solver); None: not in config.yaml
+    seed: int | None = None  # trainer.seed; None: not in config.yaml
 
     def smoothed(self, key: str) -> np.ndarray:
         return trailing_mean([puzzle[key] for puzzle in self.puzzles], WINDOW)
@@ -118,7 +119,8 @@ def read_run(run_dir: Path) -> Run:
             notes.append(f"{done} of {iterations} iterations finished: still training, or stopped")
     phases = read_phases(run_dir / "solver.jsonl", notes)
     learn_every = config.get("solver", {}).get("learn_every")
-    return Run(run_dir, name, run_label(name, config, run_dir), puzzles, notes, phases, learn_every)
+    seed = config.get("trainer", {}).get("seed")
+    return Run(run_dir, name, run_label(name, config, run_dir), puzzles, notes, phases, learn_every, seed)
 
 
 def read_config(run_dir: Path, notes: list[str]) -> dict:
@@ -267,7 +269,7 @@ def against_unrewarded(runs: list[Run], baseline: str = "none") -> list[dict]:
         for iteration in iterations:
             valid = [p for p in run.puzzles if p["iteration"] == iteration and p["valid"]]
             by_iteration.append(sum(p["D"] is not None for p in valid) / len(valid) if valid else None)
-        row = {"label": run.label, "baseline": run is base, "solved_by_iteration": by_iteration}
+        row = {"label": run.label, "name": run.name, "baseline": run is base, "solved_by_iteration": by_iteration}
         for key in ("valid", "solved"):
             row[key] = fraction_difference(later(run, key), later(base, key))
         row["R_n"] = mean_difference(novelty(run, first), novelty(base, first))
@@ -277,17 +279,87 @@ def against_unrewarded(runs: list[Run], baseline: str = "none") -> list[dict]:
     return rows
 
 
-def unrewarded_report(rows: list[dict]) -> list[str]:
-    """The section of `against_unrewarded`'s rows: each number with its difference to the baseline in standard
-    errors."""
+def by_seed(runs: list[Run]) -> dict[int | None, list[Run]]:
+    """The runs of each seed, in the order they came."""
+    groups: dict[int | None, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.seed, []).append(run)
+    return groups
+
+
+EFFECTS = {  # the effects reported by run: `against_unrewarded`'s statistic, and how it is shown
+    "valid": ("valid, it. 1+", True),
+    "solved": ("solved of valid, it. 1+", True),
+    "R_n": ("mean R_n, same positions", False),
+}
+
+
+def effects_by_run(rows_by_seed: dict[int | None, list[dict]]) -> list[dict]:
+    """Each rewarded run's effect (its statistic minus its own seed's unrewarded run's) per seed, then over the
+    seeds (`between_runs`): a reward's effect is a property of the run, so the spread between seeds is its
+    uncertainty; the within-run binomial SE of each seed is kept beside it, secondary."""
+    labels = list(dict.fromkeys(row["name"] for rows in rows_by_seed.values() for row in rows if not row["baseline"]))
+    found = []
+    for name in labels:
+        for key in EFFECTS:
+            per_seed = {seed: row[key] for seed, rows in rows_by_seed.items() for row in rows if row["name"] == name}
+            effects = [ours - theirs for ours, theirs, _ in per_seed.values()]
+            within = [se for _, _, se in per_seed.values()]
+            found.append(
+                {
+                    "name": name,
+                    "key": key,
+                    "seeds": list(per_seed),
+                    "within_se": within,
+                    "summary": between_runs(effects),
+                }
+            )
+    return found
+
+
+def effects_report(effects: list[dict]) -> list[str]:
+    """The "Effects by run" section: per seed, then the mean over seeds with the between-seed SE and t."""
+    seeds = list(dict.fromkeys(seed for effect in effects for seed in effect["seeds"]))
+    lines = [
+        "## Effects by run",
+        "",
+        "The unit of a reward's effect is the training run: each run against the unrewarded run of its own seed, "
+        "then the mean over seeds with the between-seed standard error and Student's t (n − 1 degrees of freedom). "
+        "In brackets, secondary: the within-run binomial (or, for R_n, per-puzzle) standard error, which counts "
+        "the puzzles of one trajectory as independent and so understates the uncertainty; seeds disagree far beyond "
+        "it. With one seed there is no between-run uncertainty to report.",
+        "",
+        "| run | statistic | " + " | ".join(f"seed {seed}" for seed in seeds) + " | mean over seeds | t (df), p |",
+        "|---|---|" + "--:|" * len(seeds) + "--:|--:|",
+    ]
+    for effect in effects:
+        label, percent = EFFECTS[effect["key"]]
+        scale, unit = (100, " pt") if percent else (1, "")
+        summary = effect["summary"]
+        cells = dict(zip(effect["seeds"], zip(summary.effects, effect["within_se"])))
+        per_seed = [
+            f"{scale * cells[seed][0]:+.3g}{unit} (±{scale * cells[seed][1]:.2g})" if seed in cells else "–"
+            for seed in seeds
+        ]
+        mean = f"{scale * summary.mean:+.3g}{unit}"
+        mean += f" ± {scale * summary.se:.2g}" if summary.se is not None else " (one seed)"
+        test = f"{summary.t:+.2f} ({summary.runs - 1}), {summary.p:.3f}" if summary.t is not None else "–"
+        lines.append(f"| {effect['name']} | {label} | " + " | ".join(per_seed) + f" | {mean} | {test} |")
+    return [*lines, ""]
+
+
+def unrewarded_report(rows: list[dict], seed: int | None = None) -> list[str]:
+    """The section of `against_unrewarded`'s rows of one seed: each number with its difference to the baseline in
+    within-run standard errors."""
     first, last, middle = rows[0]["positions"]
     lines = [
-        "## Against the unrewarded run",
+        "## Against the unrewarded run" + (f", seed {seed}" if seed is not None else ""),
         "",
         "Fractions over the iterations after the first (identical in runs of one seed); R_n over the same archive "
         f"positions in every run, puzzles {first}–{last}, and {middle}–{last}. In brackets: the difference to the "
-        "unrewarded run in standard errors (binomial for fractions; of the means for R_n, neighbouring puzzles "
-        "counted as independent).",
+        "unrewarded run in within-run standard errors (binomial for fractions; of the means for R_n, neighbouring "
+        "puzzles counted as independent): this run against that one, not the reward's effect (see Effects by "
+        "run).",
         "",
         f"| run | solved of valid, by iteration | valid, it. 1+ | solved of valid, it. 1+ | mean R_n, {first}–{last} | "
         f"mean R_n, {middle}–{last} | distinct in last {LAST} |",
@@ -488,8 +560,11 @@ def report(runs: list[Run], summaries: list[dict], selfplay: list[dict], seed: i
     ]
     noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
     lines += [*noted, ""] if noted else []
-    unrewarded = against_unrewarded(runs)
-    lines += unrewarded_report(unrewarded) if len(unrewarded) > 1 else []
+    seeds = by_seed(runs)
+    within = {seed: rows for seed, group in seeds.items() if len(rows := against_unrewarded(group)) > 1}
+    lines += effects_report(effects_by_run(within)) if within else []
+    for seed, rows in within.items():
+        lines += unrewarded_report(rows, seed if len(seeds) > 1 else None)
     lines += selfplay_report(selfplay) if selfplay else []
     lines += [
         "## Puzzles at the end of training (as the paper's appendix C)",

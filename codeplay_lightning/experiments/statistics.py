@@ -1,8 +1,10 @@
-"""The one standard error the experiment reports share."""
+"""The standard errors the experiment reports share: of a mean, of a mean whose units come in clusters, and of a
+training run's effect, whose unit is the run (a seed), not the puzzle."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 
 def mean_and_se(values: list[float]) -> tuple[float, float]:
@@ -12,3 +14,47 @@ def mean_and_se(values: list[float]) -> tuple[float, float]:
         return mean, 0.0
     variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
     return mean, math.sqrt(variance / len(values))
+
+
+def clustered_mean_and_se(values: list[float], clusters: list[str]) -> tuple[float, float]:
+    """The mean of `values` and its cluster-robust standard error, `clusters[i]` the cluster of value i (a P3 class,
+    a corpus family): units of one cluster are alike, so the error counts clusters, not units. The sandwich
+    estimator with the small-sample factor C/(C - 1): sqrt(C/(C-1) · Σ_c (Σ_{i∈c} (x_i - mean))²) / n; 0 with one
+    cluster."""
+    n, mean = len(values), sum(values) / len(values)
+    residuals: dict[str, float] = {}
+    for value, cluster in zip(values, clusters, strict=True):
+        residuals[cluster] = residuals.get(cluster, 0.0) + value - mean
+    count = len(residuals)
+    if count < 2:
+        return mean, 0.0
+    return mean, math.sqrt(count / (count - 1) * sum(total**2 for total in residuals.values())) / n
+
+
+@dataclass(frozen=True)
+class RunEffect:
+    """A reward's effect over runs (seeds): its mean, the between-run standard error, Student's t with `runs` - 1
+    degrees of freedom and its two-sided p-value (None with one run: no between-run uncertainty)."""
+
+    effects: list[float]
+    mean: float
+    se: float | None
+    t: float | None
+    p: float | None
+
+    @property
+    def runs(self) -> int:
+        return len(self.effects)
+
+
+def between_runs(effects: list[float]) -> RunEffect:
+    """`effects`, one per run (each run's effect against its own baseline, same seed), summarised over the runs."""
+    mean, se = mean_and_se(effects)
+    if len(effects) < 2:
+        return RunEffect(list(effects), mean, None, None, None)
+    if se == 0:
+        return RunEffect(list(effects), mean, 0.0, None, None)
+    from scipy.stats import t as student
+
+    statistic = mean / se
+    return RunEffect(list(effects), mean, se, statistic, float(2 * student.sf(abs(statistic), len(effects) - 1)))

@@ -405,3 +405,38 @@ def test_the_statistics_against_the_unrewarded_run_match_a_naive_computation(tmp
     starting = read_run(write_run(tmp_path, "novelty", [puzzle(i) for i in range(1, 8)]))
     assert [r["label"] for r in against_unrewarded([*runs, starting])] == [r.label for r in runs]
     assert against_unrewarded([*runs, starting])[1]["positions"] == (first, last, 29)
+
+
+def test_effects_by_run_are_each_seeds_difference_then_the_spread_between_seeds(tmp_path):
+    """Three seeds, each with its own unrewarded run: a reward's effect per seed is against that seed's baseline, and
+    its uncertainty is the spread of those effects (Student's t with 2 degrees of freedom), not the puzzles'."""
+    from scipy.stats import ttest_1samp
+
+    rng = random.Random(1)
+
+    def records(solve: float) -> list[dict]:
+        return [puzzle(i, r_n=rng.random(), difficulty=2.0 if rng.random() < solve else None) for i in range(1, 61)]
+
+    run_dirs, naive = [], []
+    for seed, (base_rate, rewarded_rate) in enumerate([(0.3, 0.5), (0.4, 0.5), (0.2, 0.6)]):
+        none, difficulty = records(base_rate), records(rewarded_rate)
+        for name, rows in (("none", none), ("difficulty", difficulty)):
+            run_dir = write_run(tmp_path / f"seed{seed}", name, rows)
+            config = run_dir / "config.yaml"
+            config.write_text(config.read_text() + f"  seed: {seed}\n")
+            run_dirs.append(run_dir)
+
+        def solved(rows: list[dict]) -> float:
+            return np.mean([r["D"] is not None for r in rows if r["iteration"] > 0 and r["valid"]])
+
+        naive.append(solved(difficulty) - solved(none))
+    compare(run_dirs, tmp_path / "out")
+    report = (tmp_path / "out" / "report.md").read_text()
+    section = report.split("## Effects by run")[1].split("## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| difficulty | solved of valid"))
+    test = ttest_1samp(naive, 0.0)
+    assert [f"{100 * effect:+.3g} pt" in row for effect in naive] == [True] * 3
+    assert f"{100 * np.mean(naive):+.3g} pt ± {100 * np.std(naive, ddof=1) / np.sqrt(3):.2g}" in row
+    assert f"{test.statistic:+.2f} (2), {test.pvalue:.3f}" in row
+    for seed in range(3):  # and each seed's own table, against its own baseline
+        assert f"## Against the unrewarded run, seed {seed}" in report

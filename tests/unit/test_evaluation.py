@@ -88,3 +88,20 @@ def test_the_setter_evaluation_judges_solves_and_scores_novelty_in_sampling_orde
     assert r_n[1] < 0.1 < r_n[3]  # the second is the first again, in other whitespace
     assert summary == setter_summary(texts, [True, True, False, True], [True, True, False], r_n)
     assert summary["distinct"] == 0.5 and summary["solved"] == 0.5
+
+
+def test_the_clustered_standard_error_matches_a_naive_cluster_sum():
+    """Units of one cluster (a P3 class, a corpus family) are alike: the error of their mean counts clusters."""
+    import numpy as np
+
+    from codeplay_lightning.experiments.statistics import clustered_mean_and_se, mean_and_se
+
+    rng = np.random.default_rng(0)
+    clusters = [f"family{index % 7}" for index in range(60)]
+    values = [float(rng.normal(int(cluster[-1]) * 0.3)) for cluster in clusters]
+    mean = np.mean(values)
+    sums = [sum(v - mean for v, c in zip(values, clusters) if c == name) for name in sorted(set(clusters))]
+    naive = np.sqrt(7 / 6 * sum(total**2 for total in sums)) / 60
+    assert clustered_mean_and_se(values, clusters) == pytest.approx((mean, naive))
+    # one unit per cluster: the ordinary standard error
+    assert clustered_mean_and_se(values, [str(index) for index in range(60)]) == pytest.approx(mean_and_se(values))
