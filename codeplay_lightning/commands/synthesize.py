@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
     parser.add_argument(
-        "--out", help="directory for tasks/*.json, summary.json and summary.md (default: synthesis/<method>)"
+        "--out", help="directory for tasks.jsonl.gz, summary.json and summary.md (default: synthesis/<method>)"
     )
 
 
@@ -85,5 +85,5 @@ def run(args: argparse.Namespace) -> int:
             )
     for label, value in summary.rows():
         print(f"  {label:<18} {value}")
-    print(f"results written to {out} (summary.md, summary.json, tasks/)")
+    print(f"results written to {out} (summary.md, summary.json, tasks.jsonl.gz)")
     return 0

@@ -22,7 +22,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from codeplay_lightning.experiments.statistics import mean_and_se
+from codeplay_lightning.experiments.statistics import clustered_mean_and_se, mean_and_se
+from codeplay_lightning.search.synthesis import task_records
 
 BASELINE = "sample"
 
@@ -38,8 +39,9 @@ def load_runs(run_dirs: list[Path]) -> list[dict]:
         run = json.loads(path.read_text())
         run["seed"] = run["arguments"].get("seed", 0)
         run["solution_actions"], run["action_outcomes"] = Counter(), defaultdict(Counter)
+        records = task_records(directory)
         for outcome in run["outcomes"]:
-            record = json.loads((directory / outcome["file"]).read_text())
+            record = records[outcome["file"]]
             if outcome["strict"] and (action := solution_action(record)):
                 run["solution_actions"][action] += 1
             for action, counts in action_outcomes(record).items():
@@ -135,8 +137,12 @@ def synthesis_table(runs: list[dict], budgets: list[int], title: str) -> str:
             cells.append(f"{100 * mean:.1f} ± {100 * se:.1f}%")
         for budget in budgets if baseline else []:
             ours, theirs = per_task_rates(group, budget), per_task_rates(baseline, budget)
-            mean, se = mean_and_se([ours[name] - theirs[name] for name in ours])
-            cells.append("—" if method == BASELINE else f"{100 * mean:+.1f} ± {100 * se:.1f}")
+            differences = [ours[name] - theirs[name] for name in ours]
+            mean, se = mean_and_se(differences)
+            cell = f"{100 * mean:+.1f} ± {100 * se:.1f}"
+            if (clustered := _family_clustered_se(list(ours), differences)) is not None:
+                cell += f" ({100 * clustered:.1f})"
+            cells.append("—" if method == BASELINE else cell)
         firsts = [o["solved_at"] for run in group for o in run["outcomes"] if solved_at_budget(o, largest)]
         cells.append(f"{sum(firsts) / len(firsts):.1f}" if firsts else "—")
         tokens = sum(run["prompt_tokens"] + run["completion_tokens"] for run in group)
@@ -144,7 +150,23 @@ def synthesis_table(runs: list[dict], budgets: list[int], title: str) -> str:
         actions = sum((run["solution_actions"] for run in group), Counter())
         cells.append(", ".join(f"{action} {count}" for action, count in sorted(actions.items())) or "—")
         lines.append("| " + " | ".join(cells) + " |")
+    names = next(iter(tasks.values()))
+    if baseline and _family_clustered_se(names, [0.0] * len(names)) is not None:
+        lines += [
+            "",
+            f"Δ: the paired difference to {BASELINE} in points ± its standard error over tasks; in brackets, clustered "
+            "by family (a task's name before ':', a corpus family or a P3 class), whose tasks are alike.",
+        ]
     return "\n".join(lines) + "\n" + action_table(by_method)
+
+
+def _family_clustered_se(names: list[str], differences: list[float]) -> float | None:
+    """The standard error of the mean difference clustered by family (a name's part before ':'); None when no
+    family holds two tasks (then it is the ordinary one)."""
+    families = [name.split(":")[0] for name in names]
+    if len(set(families)) == len(families):
+        return None
+    return clustered_mean_and_se(differences, families)[1]
 
 
 def action_table(by_method: dict[str, list[dict]]) -> str:

@@ -23,7 +23,7 @@ from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzles import bundled_puzzles
 from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.search import METHODS, P3Task
-from codeplay_lightning.search.synthesis import SynthesisConfig, load_tasks, safe_name, synthesize
+from codeplay_lightning.search.synthesis import SynthesisConfig, load_tasks, safe_name, synthesize, task_records
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 APPS = FIXTURES / "apps"
@@ -67,8 +67,10 @@ def programs_in(search: dict) -> int:
 def check_run(tasks: dict, llm: ScriptedLLM, out: Path, budget: int) -> list[dict]:
     """Every task file re-verifies and agrees with itself; the summary is what the files and the LLM say."""
     summary = json.loads((out / "summary.json").read_text())
-    records = [json.loads((out / outcome["file"]).read_text()) for outcome in summary["outcomes"]]
-    assert sorted((out / "tasks").iterdir()) == sorted(out / outcome["file"] for outcome in summary["outcomes"])
+    packed = task_records(out)  # one compressed file, the task files gone
+    assert (out / "tasks.jsonl.gz").is_file() and not (out / "tasks").exists()
+    records = [packed[outcome["file"]] for outcome in summary["outcomes"]]
+    assert sorted(packed) == sorted(outcome["file"] for outcome in summary["outcomes"])
     assert [record["name"] for record in records] == list(tasks)
     for record, task in zip(records, tasks.values()):
         assert task.evaluate(record["program"]).score == record["score"]
@@ -138,7 +140,8 @@ def test_a_rerun_replaces_earlier_task_files_and_counts_only_its_own_llm_use(san
     summary = synthesize(
         {puzzle.name: P3Task(puzzle, sandbox)}, llm, SynthesisConfig("sample", budget=2), tmp_path, llm_spec="fake"
     )
-    assert [path.name for path in (tmp_path / "tasks").iterdir()] == [f"0000_{puzzle.name}.json"]
+    assert list(task_records(tmp_path)) == [f"tasks/0000_{puzzle.name}.json"]  # the earlier run's file is gone
+    assert not (tmp_path / "tasks").exists()
     assert summary.llm_calls == 2 and llm.usage.calls == 3
 
 

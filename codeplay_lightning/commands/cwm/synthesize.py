@@ -23,13 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_model_options(parser, llm=EMBEDDED_ALIAS)
     add_sampling_options(parser)
-    parser.add_argument("--out", required=True, help="directory for tasks/*.json, scores.json, summary.md")
+    parser.add_argument("--out", required=True, help="directory for tasks.jsonl.gz, scores.json, summary.md")
 
 
 def run(args: argparse.Namespace) -> int:
     from codeplay_lightning.cwm.envs import description
     from codeplay_lightning.cwm.task import CWMTask, score_model
-    from codeplay_lightning.search.synthesis import SynthesisConfig, synthesize
+    from codeplay_lightning.search.synthesis import SynthesisConfig, synthesize, task_records
 
     config = SynthesisConfig(args.method, args.budget, args.seed)
     out, ids = Path(args.out), env_ids(args.env)
@@ -39,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
         llm = load_model(args, sampling(args))
         arguments = {key: value for key, value in vars(args).items() if key not in ("command", "cwm_command")}
         summary = synthesize(tasks, llm, config, out, llm_spec=args.llm, arguments=arguments)
-        scores = {}
+        scores, records = {}, task_records(out)
         for outcome in summary.outcomes:
-            model = json.loads((out / outcome.file).read_text())["program"]
+            model = records[outcome.file]["program"]
             score = score_model(box, model, data[outcome.name])
             scores[outcome.name] = {
                 "accuracy": score.accuracy,
@@ -56,5 +56,5 @@ def run(args: argparse.Namespace) -> int:
             f"  {env_id:<28} accuracy {row['accuracy']:.3f}  held-out {row['heldout_accuracy']:.3f}  "
             f"official {row['official_accuracy']:.3f}  calls {row['calls']}"
         )
-    print(f"results written to {out} (summary.md, scores.json, tasks/)")
+    print(f"results written to {out} (summary.md, scores.json, tasks.jsonl.gz)")
     return 0
