@@ -513,6 +513,7 @@ def plot_selfplay(runs: list[Run], path: Path) -> None:
         evaluations.text(0.5, 0.5, "no BC phase logged", ha="center", transform=evaluations.transAxes)
     for axis in (rates, evaluations):
         axis.grid(alpha=0.3)
+        axis.set_ylim(0, max(axis.get_ylim()[1], 0.05))  # from 0: a cropped axis makes a puzzle or two a climb
     plot_reward(novelty, runs, "R_n")
     _legend(figure, novelty)
     figure.savefig(path, dpi=120)
