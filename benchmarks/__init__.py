@@ -178,7 +178,7 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                         ("solver_sample_64", f"Solver sample() 64 x {roof['steps']} tokens", ""),
                         (
                             "solver_sample_64_budget",
-                            f"Solver sample() 64 x {roof['solver_budget']} tokens (base.yaml's)",
+                            f"Solver sample() 64 x {roof['solver_budget']} tokens (the CPU scale's)",
                             "; goal >= 0.50",
                         ),
                     )

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 BASELINE = "82623d9"  # main before issue 12: full prompt per row in PPO, Setter streams in rounds
-# base.yaml's CPU scale and model at BASELINE; at today's (32 streams, 16 few-shot puzzles) the baseline's
+# the CPU scale and model at BASELINE; at today's (32 streams, 16 few-shot puzzles) the baseline's
 # full prompt per row outgrows 24 GiB and is killed, and it predates the warm start, so the two trees are
 # compared at this one
 PREVIOUS_SCALE = ("rollout.n_envs=8", "rollout.fewshot=6", "model.name=smollm2-135m")

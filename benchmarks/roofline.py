@@ -13,7 +13,6 @@ import functools
 import time
 
 STEPS = 48  # tokens per row in each Setter streams measurement
-BASE_CONFIG = "configs/base.yaml"  # the Solver is measured at its N_a and token budget there
 
 
 def decode_matmuls(config) -> list[tuple[int, int, int]]:
@@ -86,16 +85,16 @@ def setter_streams_tokens_per_s(model, tokenizer, streams: int) -> float:
 
 
 def solver_sample_tokens_per_s(model, tokenizer, batch: int, new_tokens: int) -> float:
-    """`sample()` as the few-shot Solver calls it: `batch` rows of `new_tokens` tokens, base.yaml's N_a attempts per
+    """`sample()` as the few-shot Solver calls it: `batch` rows of `new_tokens` tokens, the CPU scale's N_a attempts per
     bundled puzzle (a puzzle's identical prompts are prefilled once) behind its few-shot prompt; no stop strings, so
     that the batch stays full; prefill included."""
     import torch
 
     from benchmarks.models import solver_prompts
-    from codeplay_lightning.config import load_config
+    from codeplay_lightning.config import TrainConfig
     from codeplay_lightning.models import SamplingConfig, sample
 
-    config = load_config([BASE_CONFIG])
+    config = TrainConfig()  # the CPU scale: the Solver is measured at its N_a and token budget
     prompts = solver_prompts(batch, fewshot=config.rollout.fewshot, attempts=config.solver.attempts)
     generators = [torch.Generator().manual_seed(row) for row in range(batch)]
     sample(model, tokenizer, prompts[:2], SamplingConfig(2), generators[:2])  # warm-up
@@ -106,16 +105,16 @@ def solver_sample_tokens_per_s(model, tokenizer, batch: int, new_tokens: int) ->
 
 def bench_roofline() -> dict:
     """Per dtype: the roofline at 32 and 64 rows, and the Setter's streams (32, 64) and the Solver's `sample()`
-    (64 rows, of STEPS tokens and of base.yaml's Solver budget) as tokens/s and as fractions of the roofline at
+    (64 rows, of STEPS tokens and of the CPU scale's Solver budget) as tokens/s and as fractions of the roofline at
     their batch."""
     import torch
 
     from codeplay_lightning.allocator import keep_freed_memory
-    from codeplay_lightning.config import load_config
+    from codeplay_lightning.config import TrainConfig
     from codeplay_lightning.models import EMBEDDED_ALIAS, load_causal_lm, native_bf16
 
     keep_freed_memory()  # as `codeplay train` samples: a decoding step's fresh logits would fault their pages in
-    solver_budget = load_config([BASE_CONFIG]).solver.max_new_tokens
+    solver_budget = TrainConfig().solver.max_new_tokens
     result = {
         "model": EMBEDDED_ALIAS,
         "native_bf16": native_bf16("cpu"),

@@ -1,7 +1,7 @@
 """What a learning Solver adds to the loop: the initial Solver's re-judge (D_initial) and the BC phase, against the
-rest of the iteration, from `configs/selfplay.yaml` run for one BC period (`solver.learn_every` iterations) by this
+rest of the iteration, from `configs/selfplay.yaml` run for one BC period (`selfplay.learn_every` iterations) by this
 tree in a child process. Goal: together ≤ 30% of an iteration. The held-out evaluations after each phase are a
-measurement, not part of learning: they are left out here (`solver.eval_heldout=0`) and reported by the run."""
+measurement, not part of learning: they are left out here (`selfplay.eval_heldout=0`) and reported by the run."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def bench_selfplay(config: str = "configs/selfplay.yaml") -> dict:
 
     loaded = load_config([Path(config)])
     overrides = (
-        f"trainer.iterations={loaded.solver.learn_every}",
-        "solver.eval_heldout=0",
+        f"trainer.iterations={loaded.selfplay.learn_every}",
+        "selfplay.eval_heldout=0",
         f"trainer.precision={resolved_precision(loaded.trainer)}",
     )
     with tempfile.TemporaryDirectory() as scratch:
@@ -28,7 +28,7 @@ def bench_selfplay(config: str = "configs/selfplay.yaml") -> dict:
         (run_dir,) = runs.glob("*/version_0")
         records = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
         (phase,) = [json.loads(line) for line in (run_dir / "solver.jsonl").read_text().splitlines()]
-    return {"config": config, "rejudge_share": loaded.solver.rejudge_share, **selfplay_costs(records, phase)}
+    return {"config": config, "rejudge_share": loaded.selfplay.rejudge_share, **selfplay_costs(records, phase)}
 
 
 def selfplay_costs(records: list[dict], phase: dict) -> dict:

@@ -6,7 +6,7 @@ sampling allocates caches and packed weights of other sizes at every call. Two w
 
 - **jemalloc**, preloaded: `codeplay train`, `sft` and `sweep` run themselves again under it where it is
   installed (Debian: `libjemalloc2`; `make install` installs it as root). It reuses freed blocks by size class
-  and returns pages unused for seconds, so resident memory follows what is alive. At `configs/base.yaml`'s
+  and returns pages unused for seconds, so resident memory follows what is alive. At the CPU scale's
   scale two `balanced` iterations peaked at 5.9 and 6.3 GiB under it, 6.8 and 7.7 under glibc's defaults, and
   7.4 and 8.7 with glibc keeping freed memory, which grows to 11-12 GiB by the fifth iteration; the PPO update
   took 13% longer than with kept memory (docs/results/speed.md).

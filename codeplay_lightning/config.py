@@ -2,9 +2,12 @@
 
     config = load_config(["configs/balanced.yaml"], ["ppo.lr=1e-5"])
 
-Files merge in order over the schema defaults (`configs/base.yaml` first when it sits beside the
-first file), then the overrides. Unknown keys, wrong types and bad values are one-line
-`ConfigError`s, raised before anything heavy is imported: this module needs no torch.
+Files merge in order over the schema's defaults, then the overrides. The defaults are the CPU scale, on the
+embedded SmolLM2-135M with our warm start: 10 iterations of 29 Setter streams x 128 token steps, a 6-puzzle
+prompt, N_a = 4. On 2 AMX cores an iteration of a rewarded preset takes about 2 minutes (~5 in fp32 without native
+bf16), of the unrewarded none about 1. A preset names its run and its weights; configs/paper.yaml is the paper's
+scale. Unknown keys, wrong types and bad values are one-line `ConfigError`s, raised before anything heavy is
+imported: this module needs no torch.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -31,8 +34,7 @@ class ConfigError(ValueError):
     """A configuration that cannot be used, said in one line."""
 
 
-Strategy = Literal["few-shot", "gif-mcts", "worldcoder"]  # the search names are `codeplay synthesize`'s
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
+StrategyName = Literal["few-shot", "gif-mcts", "worldcoder"]  # the search names are `codeplay synthesize`'s
 
 
 @dataclass
@@ -43,14 +45,29 @@ class SolverConfig:
     anything else is loaded apart: `smollm2-135m`, a hub id, a local directory, or
     `openai:BASE_URL#MODEL` for an OpenAI-compatible server."""
 
-    strategy: Strategy = "few-shot"  # few-shot | gif-mcts | worldcoder
-    llm: str = "frozen"  # frozen | smollm2-135m | hub id | local directory | openai:BASE_URL#MODEL
-    attempts: int = 8  # N_a: samples per puzzle, or a search's budget of LLM calls
+    strategy: StrategyName = "few-shot"
+    llm: str = "frozen"  # frozen | smollm2-135m(-sft) | hub id | local directory | openai:BASE_URL#MODEL
+    attempts: int = 4  # N_a: samples per puzzle, or a search's budget of LLM calls (paper: 8)
     batch_size: int = 64  # sequences a local LLM samples together: (puzzle, attempt) rows, or a round's prompts
-    max_new_tokens: int = 128  # length cap of one completion (a search's answers, prose and program, need more)
+    max_new_tokens: int = 96  # length cap of one completion (a search's answers, prose and program, need more)
     temperature: float = 0.8  # > 0: the N_a attempts must differ
     top_p: float = 1.0  # nucleus sampling; 1 keeps the whole distribution
-    # Self-play (docs/selfplay.md): the Solver learns by behavioural cloning on the judge's passes
+
+    def __post_init__(self) -> None:
+        _require(
+            self.attempts >= 1 and self.batch_size >= 1 and self.max_new_tokens >= 1,
+            "solver.attempts, batch_size and max_new_tokens must be >= 1",
+        )
+        _require(
+            self.temperature > 0, f"solver.temperature must be > 0 (greedy attempts all agree), got {self.temperature}"
+        )
+        _require(0 < self.top_p <= 1, f"solver.top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass
+class SelfPlayConfig:
+    """Self-play (docs/selfplay.md): the Solver learns by behavioural cloning on the judge's passes."""
+
     learn_every: int = 0  # 0: the Solver stays the initial weights; N: a BC phase after every N Setter iterations
     lora_rank: int = 16  # the learning Solver's LoRA adapters, on every linear layer but the output layer
     bc_lr: float = 5e-4  # AdamW, on the adapters (the warm start trained its LoRA at 1e-3)
@@ -66,27 +83,22 @@ class SolverConfig:
     eval_attempts: int = 4  # K of the evaluations' pass@K
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"solver.strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}")
-        if self.attempts < 1:
-            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0 (greedy attempts all agree), got {self.temperature}")
-        if self.learn_every < 0 or self.lora_rank < 1 or self.bc_batch_size < 1 or self.bc_epochs < 1:
-            raise ValueError("solver.learn_every must be >= 0; lora_rank, bc_batch_size and bc_epochs >= 1")
-        if self.solutions_per_puzzle < 1 or self.eval_attempts < 1 or self.eval_heldout < 0:
-            raise ValueError("solver.solutions_per_puzzle and eval_attempts must be >= 1, eval_heldout >= 0")
-        if not (self.bc_lr > 0 and self.replay_ratio >= 0 and self.corpus_ratio >= 0 and 0 <= self.rejudge_share <= 1):
-            raise ValueError("solver.bc_lr must be > 0, replay_ratio and corpus_ratio >= 0, rejudge_share in [0, 1]")
-        if self.eval_file is not None and not Path(self.eval_file).is_file():
-            raise ValueError(f"solver.eval_file {self.eval_file} does not exist")
-        if self.learn_every and (self.strategy != "few-shot" or self.llm != "frozen"):
-            raise ValueError(
-                "solver.learn_every needs solver.strategy=few-shot and solver.llm=frozen: the Solver learns from "
-                f"the initial weights, in the few-shot text it samples (got {self.strategy}, {self.llm})"
-            )
+        _require(
+            self.learn_every >= 0 and self.eval_heldout >= 0,
+            "selfplay.learn_every and selfplay.eval_heldout must be >= 0",
+        )
+        _require(
+            min(self.lora_rank, self.bc_batch_size, self.bc_epochs, self.solutions_per_puzzle, self.eval_attempts) >= 1,
+            "selfplay.lora_rank, bc_batch_size, bc_epochs, solutions_per_puzzle and eval_attempts must be >= 1",
+        )
+        _require(
+            self.bc_lr > 0 and self.replay_ratio >= 0 and self.corpus_ratio >= 0 and 0 <= self.rejudge_share <= 1,
+            "selfplay.bc_lr must be > 0, replay_ratio and corpus_ratio >= 0, rejudge_share in [0, 1]",
+        )
+        _require(
+            self.eval_file is None or Path(self.eval_file).is_file(),
+            f"selfplay.eval_file {self.eval_file} does not exist",
+        )
 
     @property
     def learns(self) -> bool:
@@ -95,7 +107,9 @@ class SolverConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = "smollm2-135m"  # hub id, local directory, or the embedded smollm2-135m
+    # the embedded SmolLM2-135M warm-started on our corpus (`make warmstart`); smollm2-135m: without; a hub id or a
+    # local directory
+    name: str = WARMSTART_ALIAS
     lora_rank: int = 0  # 0: full fine-tune; > 0: LoRA adapters of this rank (the reference is the base model)
     lora_alpha: int = 16  # LoRA scaling: adapters' updates are multiplied by alpha / rank
     # adapted layers; not the output layer (lm_head), which PPO scoring applies itself
@@ -115,20 +129,16 @@ class ModelConfig:
 
 @dataclass
 class RolloutConfig:
-    n_envs: int = 8  # parallel Setter streams in all, shared among the devices (paper: 64)
-    n_steps: int = 96  # token steps per stream per iteration (paper: 128)
-    temperature: float = 0.8  # the paper's sampling temperature; log-probs are taken at it
-    top_p: float = 1.0  # must be 1: PPO's old log-probs are over the whole vocabulary (see __post_init__)
-    fewshot: int = 6  # bundled few-shot puzzles in the Setter and Solver prompts
+    n_envs: int = 29  # parallel Setter streams in all, shared among the devices (paper: 64)
+    n_steps: int = 128  # token steps per stream per iteration, as the paper
+    # the paper's sampling temperature, over the whole vocabulary: PPO's old log-probs are taken at it, so there is
+    # no nucleus (top-p) to sample from
+    temperature: float = 0.8
+    fewshot: int = 6  # bundled few-shot puzzles in the Setter and Solver prompts (paper: 16, 1.25x the time per puzzle)
 
     def __post_init__(self) -> None:
         _require(self.n_envs >= 1 and self.n_steps >= 1, "rollout.n_envs and rollout.n_steps must be >= 1")
         _require(self.temperature > 0, "rollout.temperature must be > 0")
-        _require(
-            self.top_p == 1,
-            f"rollout.top_p must be 1, got {self.top_p}: PPO takes the old log-probs over the "
-            "whole vocabulary at the temperature, not over the nucleus sampled",
-        )
         _require(self.fewshot >= 1, "rollout.fewshot must be >= 1")
 
 
@@ -195,7 +205,7 @@ class PPOConfig:
 
 @dataclass
 class TrainerConfig:
-    iterations: int = 8  # PPO iterations = Lightning epochs (paper: 50)
+    iterations: int = 10  # PPO iterations = Lightning epochs (paper: 50)
     # Lightning precision, or auto: bf16-mixed where bfloat16 is native (AMX or AVX512-BF16 CPUs, where bf16
     # autocast is 2.8x faster than fp32; GPUs from Ampere on), else 32-true (emulated bf16 is several times slower)
     precision: str = "auto"
@@ -212,6 +222,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     solver: SolverConfig = field(default_factory=SolverConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -227,6 +238,11 @@ class TrainConfig:
             self.reward.difficulty == "codeplay" or self.solver.strategy == "few-shot",
             f"reward.difficulty={self.reward.difficulty} needs solver.strategy=few-shot: it rewards a pass rate, and "
             f"a search's 1/D is one over the calls to its first solution, not a pass rate",
+        )
+        _require(
+            not self.selfplay.learns or (self.solver.strategy == "few-shot" and self.solver.llm == "frozen"),
+            "selfplay.learn_every needs solver.strategy=few-shot and solver.llm=frozen: the Solver learns from the "
+            f"initial weights, in the few-shot text it samples (got {self.solver.strategy}, {self.solver.llm})",
         )
         if self.reward.combine == "product":
             _require(
@@ -254,7 +270,7 @@ NOT_IDENTITY = {
 
 def run_identity(config: TrainConfig) -> dict[str, object]:
     """What a run is, key by key ("reward.difficulty": "codeplay", ...): every setting of the model, the rollout,
-    the Solver (its strategy, its LLM and every self-play setting), the reward, PPO and the seed; not how it runs
+    the Solver (its strategy and its LLM), self-play, the reward, PPO and the seed; not how it runs
     (NOT_IDENTITY). A checkpoint carries it, and a resume whose identity differs is refused."""
     flat = _flattened(OmegaConf.to_container(OmegaConf.structured(config)))
     return {key: value for key, value in flat.items() if key not in NOT_IDENTITY}
@@ -262,13 +278,17 @@ def run_identity(config: TrainConfig) -> dict[str, object]:
 
 def identity_difference(saved: dict, wanted: dict) -> str | None:
     """The first key where a checkpoint's identity and this run's differ, said in words; None when they agree."""
-    if "model.name" not in saved:
-        return "the checkpoint was made by an earlier version, which kept less of what a run is: start a new run"
-    for key in sorted(set(saved) | set(wanted)):
-        if saved.get(key, "(absent)") != wanted.get(key, "(absent)"):
+    if saved.keys() != wanted.keys():  # settings were added, moved or removed since
+        key = min(saved.keys() ^ wanted.keys())
+        return (
+            f"the checkpoint was made by another version, whose settings differ from this one's at {key}: start a "
+            "new run"
+        )
+    for key in sorted(saved):
+        if saved[key] != wanted[key]:
             return (
-                f"the checkpoint was made with {key}={saved.get(key, '(absent)')!r} and this run has "
-                f"{wanted.get(key, '(absent)')!r}: resume with the same value, or start a new run"
+                f"the checkpoint was made with {key}={saved[key]!r} and this run has {wanted[key]!r}: resume with the "
+                "same value, or start a new run"
             )
     return None
 
@@ -289,15 +309,11 @@ def _require(condition: bool, message: str) -> None:
 
 
 def load_config(files: list[str | Path], overrides: list[str] = ()) -> TrainConfig:
-    """Schema defaults, then base.yaml beside the first file, then `files`, then `key=value` overrides."""
+    """Schema defaults, then `files` in order, then `key=value` overrides."""
     if not files:
         raise ConfigError("give at least one config file, e.g. configs/balanced.yaml")
-    paths = [Path(file) for file in files]
-    base = paths[0].parent / "base.yaml"
-    if base.is_file() and base not in paths:
-        paths.insert(0, base)
     merged = OmegaConf.structured(TrainConfig)
-    for path in paths:
+    for path in map(Path, files):
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:

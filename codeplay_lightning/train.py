@@ -38,10 +38,11 @@ from codeplay_lightning.puzzles import (
     load_p3_split,
 )
 from codeplay_lightning.puzzles.files import puzzles_to_solve
-from codeplay_lightning.setter import ArchiveDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.setter.records import RunRecords
 from codeplay_lightning.setter.rollout import setter_sampling_prompt
 from codeplay_lightning.setter.selfplay import SelfPlay
-from codeplay_lightning.solver import FewShotSolver, SearchSolver, Solver, solver_sampling
+from codeplay_lightning.solver import STRATEGIES, Solver, solver_sampling
 from codeplay_lightning.solver.learning import SolverLearner, selfplay_corpus, sharing_copy
 
 log = logging.getLogger("codeplay_lightning")
@@ -63,47 +64,38 @@ def train(
     policy, frozen, initial = _trainable(policy, config)
     examples = fewshot_puzzles()[: config.rollout.fewshot]
     embedder = load_embedder(config.reward.embedder)
-    reference, reference_name = _reference_puzzles(config)
-    reference_distance = reference_mean_distance(embed(embedder, [p.f for p in reference]))
-    log.info(
-        "novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)",
-        reference_distance,
-        len(reference),
-        reference_name,
-    )
-
+    reference_distance = _reference_distance(config, embedder)
     logger = TensorBoardLogger(
         config.trainer.run_root,
         name=config.name,
         version=_version_of(checkpoint) if checkpoint else None,
         default_hp_metric=False,
     )
-    run_dir = Path(logger.log_dir)
-    with Sandbox(
-        workers=config.sandbox.workers,
-        timeout=config.sandbox.timeout,
-        require_isolation=not config.sandbox.allow_partial_isolation,
-    ) as sandbox:
-        try:
-            log.info("sandbox isolation: %s", sandbox.isolation)
-        except IsolationError as error:
-            raise ConfigError(f"{error}; sandbox.allow_partial_isolation=true trains anyway") from None
+    with _sandbox(config) as sandbox:
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
-        # with LoRA the Solver's model is the policy, which the rollout runs with its adapters off
-        solver_llm, solver_model = _solver_llm(config, frozen if frozen is not None else policy, tokenizer, generator)
-        solver = _solver(config, solver_llm, sandbox, examples, generator)
-        selfplay = None
-        if config.solver.learns:  # the reward's Solver is the learner; the one on the frozen weights the initial
-            selfplay = _selfplay(config, initial, tokenizer, examples, sandbox, solver)
-            solver_llm = HFLLM(
-                selfplay.learner.sampler,
-                tokenizer,
-                solver_sampling(config.solver),
-                chat=False,
-                batch_size=config.solver.batch_size,
-                generator=generator,
-            )
+        # with LoRA the initial Solver's model is the policy, which the rollout runs with its adapters off
+        initial_llm, solver_model = _solver_llm(config, frozen if frozen is not None else policy, tokenizer, generator)
+        initial_solver = _solver(config, initial_llm, sandbox, examples, generator)
+        selfplay, solver, solver_llm = None, initial_solver, initial_llm
+        if config.selfplay.learns:  # the learning Solver rewards the puzzles
+            selfplay = _selfplay(config, initial, tokenizer, examples, sandbox, initial_solver)
+            solver_llm = selfplay.llm(generator)
             solver = _solver(config, solver_llm, sandbox, examples, generator)
+        rollout = RolloutCallback(
+            config=config,
+            tokenizer=tokenizer,
+            setter_prompt=setter_sampling_prompt(tokenizer, examples),
+            solver=solver,
+            sandbox=sandbox,
+            solver_usage=solver_llm.usage,
+            solver_model=solver_model,
+            embedder=embedder,
+            archive=NoveltyArchive(embedder.get_embedding_dimension()),
+            reference_distance=reference_distance,
+            generator=generator,
+            records=RunRecords(logger),
+            selfplay=selfplay,
+        )
         module = SetterPPOModule(
             policy=policy,
             frozen=frozen,
@@ -114,49 +106,57 @@ def train(
             identity=run_identity(config),
             rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0,
         )
-        datamodule = ArchiveDataModule(
-            archive=NoveltyArchive(embedder.get_embedding_dimension()), ppo=config.ppo, seed=config.trainer.seed
-        )
-        prompt = setter_sampling_prompt(tokenizer, examples)
-        rollout = RolloutCallback(
-            config=config,
-            tokenizer=tokenizer,
-            setter_prompt=prompt,
-            solver=solver,
-            sandbox=sandbox,
-            solver_usage=solver_llm.usage,
-            solver_model=solver_model,
-            embedder=embedder,
-            reference_distance=reference_distance,
-            generator=generator,
-            selfplay=selfplay,
-        )
-        trainer = L.Trainer(
-            max_epochs=config.trainer.iterations,
-            precision=config.trainer.precision,
-            accelerator=config.trainer.accelerator,
-            devices=config.trainer.devices,
-            strategy=config.trainer.strategy,
-            logger=logger,
-            log_every_n_steps=1,
-            num_sanity_val_steps=0,
-            use_distributed_sampler=False,
-            gradient_clip_val=config.ppo.max_grad_norm,
-            accumulate_grad_batches=config.ppo.accumulate_grad_batches,
-            plugins=[StreamingCheckpointIO()],
-            callbacks=[
-                rollout,
-                RichProgressBar(),
-                IterationCheckpoint(run_dir / "checkpoints" / "last.ckpt"),
-                *callbacks,
-            ],
-        )
+        trainer = _trainer(config, logger, rollout, callbacks)
         if trainer.global_rank == 0:  # the first config.yaml stays: a resume writes its own beside it
-            run_dir.mkdir(parents=True, exist_ok=True)
+            Path(logger.log_dir).mkdir(parents=True, exist_ok=True)
             written = f"config.resumed-{_finished_iterations(checkpoint)}.yaml" if checkpoint else "config.yaml"
-            (run_dir / written).write_text(to_yaml(config))
-        trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
-    return run_dir
+            (Path(logger.log_dir) / written).write_text(to_yaml(config))
+        trainer.fit(module, datamodule=BufferDataModule(ppo=config.ppo, seed=config.trainer.seed), ckpt_path=checkpoint)
+    return Path(logger.log_dir)
+
+
+def _sandbox(config: TrainConfig) -> Sandbox:
+    """The Solvers' sandbox; one that isolates programs less than fully is refused in one line unless
+    `sandbox.allow_partial_isolation`."""
+    sandbox = Sandbox(
+        workers=config.sandbox.workers,
+        timeout=config.sandbox.timeout,
+        require_isolation=not config.sandbox.allow_partial_isolation,
+    )
+    try:
+        log.info("sandbox isolation: %s", sandbox.isolation)
+    except BaseException as error:
+        sandbox.close()
+        if isinstance(error, IsolationError):
+            raise ConfigError(f"{error}; sandbox.allow_partial_isolation=true trains anyway") from None
+        raise
+    return sandbox
+
+
+def _trainer(
+    config: TrainConfig, logger: TensorBoardLogger, rollout: RolloutCallback, callbacks: Sequence[L.Callback]
+) -> L.Trainer:
+    """One Lightning epoch per PPO iteration, its steps the PPO minibatches, checkpointed after each iteration."""
+    return L.Trainer(
+        max_epochs=config.trainer.iterations,
+        precision=config.trainer.precision,
+        accelerator=config.trainer.accelerator,
+        devices=config.trainer.devices,
+        strategy=config.trainer.strategy,
+        logger=logger,
+        log_every_n_steps=1,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,
+        gradient_clip_val=config.ppo.max_grad_norm,
+        accumulate_grad_batches=config.ppo.accumulate_grad_batches,
+        plugins=[StreamingCheckpointIO()],
+        callbacks=[
+            rollout,
+            RichProgressBar(),
+            IterationCheckpoint(Path(logger.log_dir) / "checkpoints" / "last.ckpt"),
+            *callbacks,
+        ],
+    )
 
 
 class IterationCheckpoint(Checkpoint):
@@ -231,24 +231,33 @@ def _selfplay(
     initial_solver: Solver,
 ) -> SelfPlay:
     """The learning Solver on `initial`'s weights, with our corpus (its training split for replay, its held-out
-    families for evaluation; drawn once into the cache, `selfplay_corpus`) and `solver.eval_file`."""
-    solver = config.solver
-    corpus, heldout = selfplay_corpus(solver.eval_heldout, config.sandbox.workers)
-    eval_file = puzzles_to_solve(solver.eval_file, limit=solver.eval_limit) if solver.eval_file else []
+    families for evaluation; drawn once into the cache, `selfplay_corpus`) and `selfplay.eval_file`."""
+    selfplay = config.selfplay
+    corpus, heldout = selfplay_corpus(selfplay.eval_heldout, config.sandbox.workers)
+    eval_file = puzzles_to_solve(selfplay.eval_file, limit=selfplay.eval_limit) if selfplay.eval_file else []
     log.info(
         "self-play: BC every %d iterations on %d corpus pairs for replay; evaluated on %d held-out-family puzzles "
         "and %d of %s",
-        solver.learn_every,
+        selfplay.learn_every,
         len(corpus),
         len(heldout),
         len(eval_file),
-        solver.eval_file,
+        selfplay.eval_file,
     )
     bf16 = config.trainer.precision.startswith("bf16")  # fp16 runs BC in fp32: it has no loss scaler
     learner = SolverLearner(
-        initial, tokenizer, examples, solver, corpus, config.trainer.seed, torch.bfloat16 if bf16 else None
+        initial, tokenizer, examples, selfplay, corpus, config.trainer.seed, torch.bfloat16 if bf16 else None
     )
-    return SelfPlay(learner, initial_solver, heldout, eval_file, solver, sandbox, config.trainer.seed)
+    return SelfPlay(
+        learner=learner,
+        initial_solver=initial_solver,
+        heldout=heldout,
+        eval_file=eval_file,
+        config=selfplay,
+        solver=config.solver,
+        sandbox=sandbox,
+        seed=config.trainer.seed,
+    )
 
 
 def resolved_precision(trainer: TrainerConfig) -> str:
@@ -265,9 +274,7 @@ def _solver(
     """The Solver of `config.solver` on `llm`; a search's seeds draw from `generator`, the rollout's."""
     solver = config.solver
     log.info("solver: %s, %d attempts, LLM %s", solver.strategy, solver.attempts, solver.llm)
-    if solver.strategy == "few-shot":
-        return FewShotSolver(llm, sandbox, examples, solver)
-    return SearchSolver(llm, sandbox, solver, generator)
+    return STRATEGIES[solver.strategy].build(llm, sandbox, examples, solver, generator)
 
 
 def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generator) -> tuple[LLM, nn.Module | None]:
@@ -277,7 +284,7 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
     to continue; a search's prompts are instructions, sent as chat where the LLM decides it can take them
     (`load_llm`'s rule)."""
     solver = config.solver
-    chat = None if solver.strategy != "few-shot" else False
+    chat = STRATEGIES[solver.strategy].chat
     if solver.llm == "frozen":
         llm = HFLLM(
             frozen, tokenizer, solver_sampling(solver), chat=chat, batch_size=solver.batch_size, generator=generator
@@ -290,14 +297,19 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
     return llm, llm.model if isinstance(llm, HFLLM) else None
 
 
-def _reference_puzzles(config: TrainConfig) -> tuple[list, str]:
-    """The puzzles R_n's distances are normalised by, and which they are: P3's train split when
-    `reward.reference` gives P3's puzzles.json, else our corpus's training families."""
+def _reference_distance(config: TrainConfig, embedder) -> float:
+    """What R_n's distances are normalised by: the mean pairwise distance of P3's train split when
+    `reward.reference` gives P3's puzzles.json, else of our corpus's training families."""
     if config.reward.reference is None:
-        return reference_puzzles(), "our corpus's training families; reward.reference=P3's puzzles.json for P3's"
-    split = load_p3_split(config.reward.reference_split)
-    train_split = in_classes(load_p3(config.reward.reference), split["train"])
-    return train_split, f"P3's train split of {config.reward.reference}"
+        reference = reference_puzzles()
+        name = "our corpus's training families; reward.reference=P3's puzzles.json for P3's"
+    else:
+        split = load_p3_split(config.reward.reference_split)
+        reference = in_classes(load_p3(config.reward.reference), split["train"])
+        name = f"P3's train split of {config.reward.reference}"
+    distance = reference_mean_distance(embed(embedder, [p.f for p in reference]))
+    log.info("novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)", distance, len(reference), name)
+    return distance
 
 
 def find_checkpoint(config: TrainConfig, resume: str) -> str:

@@ -168,5 +168,15 @@ def random_puzzles(lengths: list[int], seed: int = 0) -> tuple[list[Episode], li
     ]
     rewards = torch.randn(len(lengths), generator=generator).tolist()
     return episodes, [
-        ScoredPuzzle(episode.text, True, "", 1, 2.0, reward, 0.0, reward) for episode, reward in zip(episodes, rewards)
+        ScoredPuzzle(
+            text=episode.text,
+            valid=True,
+            reason="",
+            passes=1,
+            difficulty=2.0,
+            r_difficulty=reward,
+            r_novelty=0.0,
+            reward=reward,
+        )
+        for episode, reward in zip(episodes, rewards)
     ]

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=4,
         metavar="K",
-        help="Solver samples per puzzle, for pass@1 and pass@K (default: %(default)s, as base.yaml)",
+        help="Solver samples per puzzle, for pass@1 and pass@K (default: %(default)s, as training at the CPU scale)",
     )
     parser.add_argument(
         "--fewshot",

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "items",
         nargs="+",
         metavar="CONFIG.yaml | key=value",
-        help="config files merged in order over configs/base.yaml, then overrides",
+        help="config files merged in order over the schema's defaults (the CPU scale), then overrides",
     )
     parser.add_argument("--resume", help="a checkpoint to continue from, or 'auto': this config's newest last.ckpt")
 

@@ -8,7 +8,7 @@ run sampled without replacement from its last 100). A resumed run may have logge
 its interrupted iteration twice: each `index` counts once, its last occurrence kept. A run still
 training is read as far as it got; a line cut short by a crash is skipped with a note.
 
-When a run's Solver learned (`solver.learn_every` > 0), the self-play runs (their records say which puzzles
+When a run's Solver learned (`selfplay.learn_every` > 0), the self-play runs (their records say which puzzles
 the initial, frozen Solver also attempted; a fixed Solver's too) add `selfplay.png` and a "Self-play" section:
 the pass rate 1/D of the current and of the initial Solver on those puzzles, each evaluation set's pass@1 and
 pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n. With fixed Solvers only, as in
@@ -58,7 +58,7 @@ class Run:
     puzzles: list[dict]  # in `index` order, each index once
     notes: list[str] = field(default_factory=list)
     phases: dict[int, dict[str, dict]] = field(default_factory=dict)  # solver.jsonl's evaluations by BC phase
-    learn_every: int | None = None  # solver.learn_every (0: a fixed Solver); None: not in config.yaml
+    learn_every: int | None = None  # selfplay.learn_every (0: a fixed Solver); None: not in config.yaml
     seed: int | None = None  # trainer.seed; None: not in config.yaml
 
     def smoothed(self, key: str) -> np.ndarray:
@@ -118,7 +118,8 @@ def read_run(run_dir: Path) -> Run:
         if done < iterations:
             notes.append(f"{done} of {iterations} iterations finished: still training, or stopped")
     phases = read_phases(run_dir / "solver.jsonl", notes)
-    learn_every = config.get("solver", {}).get("learn_every")
+    # runs recorded before self-play had a section of its own kept the key under `solver`
+    learn_every = config.get("selfplay", config.get("solver", {})).get("learn_every")
     seed = config.get("trainer", {}).get("seed")
     return Run(run_dir, name, run_label(name, config, run_dir), puzzles, notes, phases, learn_every, seed)
 
@@ -604,7 +605,7 @@ def selfplay_report(rows: list[dict]) -> list[str]:
     ]
     for row in rows:
         attempted, rate = row["attempted"], row["pass_rate"]
-        every = {None: "", 0: " (fixed: `solver.learn_every` 0)"}.get(
+        every = {None: "", 0: " (fixed: `selfplay.learn_every` 0)"}.get(
             row["learn_every"], f" (one after every {row['learn_every']} iterations)"
         )
         lines += [

@@ -1,6 +1,6 @@
 """`sweep(presets, run_root, out)`: train the paper's presets one after another, then `compare` them.
 
-Each preset trains at the CPU scale (`configs/<preset>.yaml` over `configs/base.yaml`) into
+Each preset trains at the CPU scale (`configs/<preset>.yaml`: the schema's defaults) into
 `<run_root>/<preset>/version_0`, in a fresh process. Run it again after an interruption and it
 continues: a finished run (its `last.ckpt` epoch reached `trainer.iterations`) is skipped, a half
 run resumes from its checkpoint, a directory without checkpoint or puzzles is started afresh; one

@@ -193,7 +193,7 @@ def grouped_sdpa_attention(
 ) -> tuple[torch.Tensor, None]:
     """SDPA with each key/value head read by its group of query heads (`enable_gqa`) on the CPU: Transformers'
     own copies the keys and values once per query head whenever a mask is given, and autograd kept those copies
-    (SmolLM2's 3 heads made 9: 290 MB of a base.yaml minibatch). Elsewhere the heads are copied, as Transformers
+    (SmolLM2's 3 heads made 9: 290 MB of a CPU-scale minibatch). Elsewhere the heads are copied, as Transformers
     does: on CUDA a mask with `enable_gqa` sends SDPA to its math kernel. query (B, H, q, D); key and value
     (B, H_kv, S, D)."""
     return _packed_sdpa(query, key, value, attention_mask, dropout, scaling, share_heads=query.device.type == "cpu")

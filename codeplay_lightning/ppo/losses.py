@@ -90,7 +90,7 @@ def head_logprobs_and_entropy(
     vocabulary projection's weight (V, H) and bias (V,) or None, and tokens (N,), without holding the (N, V)
     logits: rows go through in chunks of `chunk_rows`, and the backward computes each chunk's logits again
     instead of keeping them. The vocabulary-wide tensors of a PPO minibatch (the logits, their float32 copy,
-    log-softmax, probabilities, their gradients) were 1.0 GiB of the peak of a base.yaml iteration (8.63 against
+    log-softmax, probabilities, their gradients) were 1.0 GiB of the peak of a CPU-scale iteration (8.63 against
     7.59 GiB, the same puzzles); the price is one more vocabulary projection per backward. Under autocast the
     projection runs in autocast's dtype, as the model's own does."""
     device = hidden.device.type

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 NOVELTY_NEIGHBOURS = 5  # paper: R_n averages the distances to the 5 nearest archived puzzles
@@ -25,39 +25,56 @@ Combine = Literal["sum", "product"]
 DifficultyKind = Literal["codeplay", "learnability", "uncertainty"]
 
 
-def difficulty_reward(difficulty: float, valid: bool, kind: DifficultyKind = "codeplay") -> float:
-    """R_d of a puzzle of difficulty D (N_a / passes, or a search's calls to its first solution; ∞ when unsolved).
-    An invalid puzzle gets −1 whatever `kind`; `difficulty` is then not read.
+def codeplay_difficulty(difficulty: float) -> float:
+    """The paper's R_d of a valid puzzle: −1 when unsolved (D = ∞), else ½(1 − cos(π·min(D − 1, 2)/2)): 0 at D = 1
+    (solved on every attempt), ½ at D = 2 and 1 from D = 3 on, with zero slope at both ends.
 
-    - `codeplay`: −1 when unsolved (D = ∞), else ½(1 − cos(π·min(D − 1, 2)/2)): 0 at D = 1 (solved on every
-      attempt), ½ at D = 2 and 1 from D = 3 on, with zero slope at both ends.
-    - `learnability`: 1 − s at the pass rate s = 1/D (`pass_rate`), and 0 when s ∈ {0, 1}: Absolute Zero's eq. 4.
-      Its code gives −0.5, not 0, to a valid puzzle that is trivial or unsolved; we follow the equation, so an
-      unsolved puzzle costs nothing here (it may be impossible, or only too hard) while an invalid one costs 1.
-    - `uncertainty`: 1 − 2|s − ½|, R-Zero's, with s the share of attempts the sandbox passed (R-Zero has no
-      verifier and takes the majority answer's share).
-
-    >>> [round(difficulty_reward(d, valid=True), 6) for d in (1.0, 1.5, 2.0, 3.0)]
-    [0.0, 0.146447, 0.5, 1.0]
-    >>> difficulty_reward(10.0, valid=True), difficulty_reward(math.inf, valid=True)
-    (1.0, -1.0)
-    >>> [difficulty_reward(d, valid=True, kind="learnability") for d in (1.0, 4.0, math.inf)]
-    [0.0, 0.75, 0.0]
-    >>> [difficulty_reward(d, valid=True, kind="uncertainty") for d in (1.0, 2.0, 4.0, math.inf)]
-    [0.0, 1.0, 0.5, 0.0]
-    >>> difficulty_reward(math.inf, valid=False, kind="learnability")
-    -1.0
+    >>> [round(codeplay_difficulty(d), 6) for d in (1.0, 1.5, 2.0, 3.0, 10.0, math.inf)]
+    [0.0, 0.146447, 0.5, 1.0, 1.0, -1.0]
     """
-    if not valid:
+    if pass_rate(difficulty) == 0:
         return -1.0
+    return 0.5 * (1 - math.cos(math.pi * min(difficulty - 1, 2) / 2))
+
+
+def learnability_difficulty(difficulty: float) -> float:
+    """Absolute Zero's eq. 4: 1 − s at the pass rate s = 1/D (`pass_rate`), and 0 when s ∈ {0, 1}. Its code gives
+    −0.5, not 0, to a valid puzzle that is trivial or unsolved; we follow the equation, so an unsolved puzzle costs
+    nothing here (it may be impossible, or only too hard) while an invalid one costs 1.
+
+    >>> [learnability_difficulty(d) for d in (1.0, 4.0, math.inf)]
+    [0.0, 0.75, 0.0]
+    """
     rate = pass_rate(difficulty)
-    if kind == "codeplay":
-        return -1.0 if rate == 0 else 0.5 * (1 - math.cos(math.pi * min(difficulty - 1, 2) / 2))
-    if kind == "learnability":
-        return 0.0 if rate in (0.0, 1.0) else 1 - rate
-    if kind == "uncertainty":
-        return 1 - 2 * abs(rate - 0.5)
-    raise ValueError(f"reward.difficulty must be codeplay, learnability or uncertainty, got {kind!r}")
+    return 0.0 if rate in (0.0, 1.0) else 1 - rate
+
+
+def uncertainty_difficulty(difficulty: float) -> float:
+    """R-Zero's 1 − 2|s − ½|, with s the share of attempts the sandbox passed (R-Zero has no verifier and takes the
+    majority answer's share): 1 at s = ½, 0 at s = 0 or 1.
+
+    >>> [uncertainty_difficulty(d) for d in (1.0, 2.0, 4.0, math.inf)]
+    [0.0, 1.0, 0.5, 0.0]
+    """
+    return 1 - 2 * abs(pass_rate(difficulty) - 0.5)
+
+
+# `reward.difficulty`: R_d of a valid puzzle of difficulty D (N_a / passes, or a search's calls to its first
+# solution; ∞ when unsolved). The config's `DifficultyKind` lists the same names.
+DIFFICULTY_REWARDS: dict[str, Callable[[float], float]] = {
+    "codeplay": codeplay_difficulty,
+    "learnability": learnability_difficulty,
+    "uncertainty": uncertainty_difficulty,
+}
+
+
+def difficulty_reward(difficulty: float, valid: bool, kind: DifficultyKind = "codeplay") -> float:
+    """R_d: −1 for an invalid puzzle whatever `kind` (`difficulty` is then not read), else `DIFFICULTY_REWARDS[kind]`.
+
+    >>> difficulty_reward(math.inf, valid=False, kind="learnability"), difficulty_reward(4.0, valid=True)
+    (-1.0, 1.0)
+    """
+    return DIFFICULTY_REWARDS[kind](difficulty) if valid else -1.0
 
 
 def pass_rate(difficulty: float) -> float:

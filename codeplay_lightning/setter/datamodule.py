@@ -1,4 +1,4 @@
-"""`ArchiveDataModule`: owns the novelty archive and serves each iteration's PPO buffer.
+"""`BufferDataModule`: serves each iteration's PPO buffer, which the rollout callback fills.
 
 The dataloader has a fixed length, `ppo_epochs × n_minibatches` minibatches, known before the
 rollout that fills the buffer (Lightning sizes the epoch first) and equal on every DDP rank.
@@ -14,16 +14,15 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from codeplay_lightning.archive import NoveltyArchive
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.setter.ranks import from_every_rank, rank
 from codeplay_lightning.setter.rollout import PPOBuffer
 
 
-class ArchiveDataModule(L.LightningDataModule):
-    def __init__(self, *, archive: NoveltyArchive, ppo: PPOConfig, seed: int):
+class BufferDataModule(L.LightningDataModule):
+    def __init__(self, *, ppo: PPOConfig, seed: int):
         super().__init__()
-        self.archive, self.ppo = archive, ppo
+        self.ppo = ppo
         self._buffer: PPOBuffer | None = None
         self.shuffle = torch.Generator().manual_seed(seed)
 
@@ -47,10 +46,9 @@ class ArchiveDataModule(L.LightningDataModule):
     def state_dict(self) -> dict:
         # every rank's shuffle state in rank order (Lightning calls this on every rank, saves rank 0's
         # dict): the ranks' buffers differ in size, so their generators advance differently
-        return {"archive": self.archive.state_dict(), "shuffle": from_every_rank(self.shuffle.get_state())}
+        return {"shuffle": from_every_rank(self.shuffle.get_state())}
 
     def load_state_dict(self, state: dict) -> None:
-        self.archive.load_state_dict(state["archive"])
         if rank() < len(state["shuffle"]):  # a rank the checkpoint did not have keeps the seed's state
             self.shuffle.set_state(state["shuffle"][rank()])
 
@@ -58,7 +56,7 @@ class ArchiveDataModule(L.LightningDataModule):
 class _MinibatchRows(Sampler):
     """Yields one tensor of buffer rows per minibatch; reads the buffer when iterated."""
 
-    def __init__(self, data: ArchiveDataModule):
+    def __init__(self, data: BufferDataModule):
         self.data = data
 
     def __len__(self) -> int:
@@ -72,7 +70,7 @@ class _MinibatchRows(Sampler):
 
 
 class _Minibatches(Dataset):
-    def __init__(self, data: ArchiveDataModule):
+    def __init__(self, data: BufferDataModule):
         self.data = data
 
     def __getitem__(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:

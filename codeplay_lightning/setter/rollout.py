@@ -69,16 +69,21 @@ def generate_episodes(
     n_envs: int,
     n_steps: int,
     temperature: float,
-    top_p: float,
     generator: torch.Generator,
 ) -> tuple[list[Episode], int]:
-    """Finished puzzles from `n_envs` streams of `n_steps` tokens each, and how many were cut.
-    Each stream samples from a generator of its own, seeded from `generator`."""
+    """Finished puzzles from `n_envs` streams of `n_steps` tokens each, sampled at `temperature` over the whole
+    vocabulary (PPO's old log-probs are), and how many were cut. Each stream samples from a generator of its own,
+    seeded from `generator`."""
     stream_generators = [
         torch.Generator().manual_seed(int(seed)) for seed in torch.randint(0, 2**62, (n_envs,), generator=generator)
     ]
     samples = sample_streams(
-        model, tokenizer, prompt, n_steps, SamplingConfig(n_steps, temperature, top_p, SETTER_STOP), stream_generators
+        model,
+        tokenizer,
+        prompt,
+        n_steps,
+        SamplingConfig(n_steps, temperature, stop_strings=SETTER_STOP),
+        stream_generators,
     )
     # a newline the token-consistent prompt left to the model is not the puzzle's
     episodes = [
@@ -123,14 +128,14 @@ def reward_puzzles(
         r_n = novelty_reward(neighbours.tolist(), reference_distance)
         scored.append(
             ScoredPuzzle(
-                text,
-                check.valid,
-                check.reason or "",
-                result.passes if result else 0,
-                d,
-                r_d,
-                r_n,
-                total_reward(r_d, r_n, reward.w_difficulty, reward.w_novelty, reward.combine),
+                text=text,
+                valid=check.valid,
+                reason=check.reason or "",
+                passes=result.passes if result else 0,
+                difficulty=d,
+                r_difficulty=r_d,
+                r_novelty=r_n,
+                reward=total_reward(r_d, r_n, reward.w_difficulty, reward.w_novelty, reward.combine),
             )
         )
     return scored

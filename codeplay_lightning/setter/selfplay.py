@@ -1,11 +1,11 @@
 """Self-play's part of an iteration (docs/selfplay.md), which the rollout callback calls between its steps.
 
 - `initial_difficulties`: D of the *initial* Solver for the iteration's valid puzzles (the reward's D is the
-  current Solver's), for all of them or a seeded share (`solver.rejudge_share`): Codeplay's objective (§4) is
+  current Solver's), for all of them or a seeded share (`selfplay.rejudge_share`): Codeplay's objective (§4) is
   puzzles ever harder for the initial Solver while the learning one keeps up with them;
 - `SelfPlay.collect`: every rank's verified pairs into the replay buffer, in rank order (each once);
-- `SelfPlay.learn`: after every `solver.learn_every` iterations, a BC phase (`solver.learning`), then pass@1 and
-  pass@K on our corpus's held-out families and on `solver.eval_file` (the initial Solver's too, once, first).
+- `SelfPlay.learn`: after every `selfplay.learn_every` iterations, a BC phase (`solver.learning`), then pass@1 and
+  pass@K on our corpus's held-out families and on `selfplay.eval_file` (the initial Solver's too, once, first).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from codeplay_lightning.config import SolverConfig
+from codeplay_lightning.config import SelfPlayConfig, SolverConfig
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import HFLLM
 from codeplay_lightning.puzzles import Puzzle
@@ -64,17 +64,30 @@ def mean_pass_rate(difficulties: Sequence[float | None]) -> float:
 @dataclass
 class SelfPlay:
     """What a run whose Solver learns holds besides the Setter: the learner, the initial Solver, the evaluation
-    puzzles (`heldout`: our corpus's held-out families; `eval_file`: `solver.eval_file`'s, never trained on),
+    puzzles (`heldout`: our corpus's held-out families; `eval_file`: `selfplay.eval_file`'s, never trained on),
     and the count of evaluations made (the first is the initial Solver's)."""
 
     learner: SolverLearner
     initial_solver: Solver
     heldout: list[Puzzle]
     eval_file: list[Puzzle]
-    config: SolverConfig
+    config: SelfPlayConfig
+    solver: SolverConfig  # how the learning Solver samples
     sandbox: Sandbox
     seed: int
     evaluations: int = 0
+
+    def llm(self, generator: torch.Generator) -> HFLLM:
+        """The learner's weights as they are when it samples, as the few-shot Solver samples, drawing from
+        `generator`."""
+        return HFLLM(
+            self.learner.sampler,
+            self.learner.tokenizer,
+            solver_sampling(self.solver),
+            chat=False,
+            batch_size=self.solver.batch_size,
+            generator=generator,
+        )
 
     def due(self, iteration: int) -> bool:
         return (iteration + 1) % self.config.learn_every == 0
@@ -111,16 +124,11 @@ class SelfPlay:
         draws the same random numbers at every evaluation, so two evaluations differ by the weights alone, not by
         the draws (common random numbers: a paired comparison of phases)."""
         generator = torch.Generator().manual_seed(self.seed * 1000 + rank)
-        llm = HFLLM(
-            self.learner.sampler,
-            self.learner.tokenizer,
-            solver_sampling(self.config),
-            chat=False,
-            batch_size=self.config.batch_size,
-            generator=generator,
-        )
         solver = FewShotSolver(
-            llm, self.sandbox, self.learner.examples, replace(self.config, attempts=self.config.eval_attempts)
+            self.llm(generator),
+            self.sandbox,
+            self.learner.examples,
+            replace(self.solver, attempts=self.config.eval_attempts),
         )
         summaries = {}
         for name, puzzles in (("heldout_families", self.heldout), ("eval_file", self.eval_file)):

@@ -14,11 +14,13 @@ The Solver is frozen, so `solver.llm` may be any backend: the Setter's frozen we
 loaded apart (see `codeplay_lightning.config.SolverConfig`).
 """
 
-from codeplay_lightning.solver.base import Solver, SolverResult, solver_sampling
+from codeplay_lightning.solver.base import Solver, SolverResult
 from codeplay_lightning.solver.few_shot import FewShotSolver, PuzzleResult, candidate_program, difficulty
 from codeplay_lightning.solver.search_solver import SearchPuzzleResult, SearchSolver
+from codeplay_lightning.solver.strategies import STRATEGIES, solver_sampling
 
 __all__ = [
+    "STRATEGIES",
     "FewShotSolver",
     "PuzzleResult",
     "SearchPuzzleResult",

@@ -1,21 +1,12 @@
-"""What every Solver strategy shares: how its LLM samples and the interface the rollout calls (its config,
-`SolverConfig`, is kept with the other configs in `codeplay_lightning.config`)."""
+"""The interface every Solver strategy offers the rollout (its config, `SolverConfig`, is kept with the other configs
+in `codeplay_lightning.config`; the strategies themselves are `strategies.STRATEGIES`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
-from codeplay_lightning.config import SolverConfig
-from codeplay_lightning.models.sampling import SamplingConfig
-from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle
-
-
-def solver_sampling(config: SolverConfig) -> SamplingConfig:
-    """How the Solver's LLM samples. The few-shot Solver continues `def g():` and stops where the
-    few-shot pattern goes on; a search's answers (prose, then a fenced program) run to eos."""
-    stop_strings = SOLVER_STOP if config.strategy == "few-shot" else ()
-    return SamplingConfig(config.max_new_tokens, config.temperature, config.top_p, stop_strings)
+from codeplay_lightning.puzzles import Puzzle
 
 
 class SolverResult(Protocol):

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from codeplay_lightning.config import SolverConfig
+from codeplay_lightning.config import SelfPlayConfig
 from codeplay_lightning.models.sampling import common_prefix_length
 from codeplay_lightning.models.scoring import score_actions
 from codeplay_lightning.puzzles import Puzzle, solver_prompt
@@ -250,7 +250,7 @@ class SolverLearner:
         initial: nn.Module,
         tokenizer,
         examples: Sequence[Puzzle],
-        config: SolverConfig,
+        config: SelfPlayConfig,
         corpus: Sequence[Puzzle],
         seed: int,
         autocast: torch.dtype | None,
@@ -397,7 +397,7 @@ def selfplay_corpus(heldout: int, workers: int) -> tuple[list[Puzzle], list[Puzz
     train = [replace(p, solutions=(g,)) for p in puzzles if splits[p.name] == "train" for g in p.solutions]
     families = [p for p in puzzles if splits[p.name] == "heldout_families"][:heldout]
     if len(families) < heldout:
-        raise ValueError(f"{path} holds {len(families)} held-out-family puzzles, fewer than solver.eval_heldout")
+        raise ValueError(f"{path} holds {len(families)} held-out-family puzzles, fewer than selfplay.eval_heldout")
     return train, families
 
 

@@ -8,7 +8,7 @@ argv, LOCAL_RANK=1) as rank 1. At the end of training each rank saves OUT/rank{r
 global_step, buffer and minibatch sizes, the module's weights and its pid. Rank 0 then waits for
 rank 1 to exit, so that when the command returns both ranks (and their sandboxes) are gone.
 
-With `selfplay` the Solver learns by BC after every iteration (`solver.learn_every=1`), with stand-ins
+With `selfplay` the Solver learns by BC after every iteration (`selfplay.learn_every=1`), with stand-ins
 patched in here, so in both ranks' processes: each rank's Setter streams write the same two valid puzzles
 every iteration, `x == 7 + rank` and one no answer solves; every Solver LLM answers from the puzzle at the
 end of its prompt, a body drawn by the generator it is given (several right ones, a few wrong); our corpus
@@ -62,15 +62,15 @@ OVERRIDES = [
 
 SELFPLAY_OVERRIDES = [
     "ppo.n_minibatches=2",
-    "solver.learn_every=1",
+    "selfplay.learn_every=1",
     "solver.attempts=4",
     "solver.batch_size=4",
-    "solver.lora_rank=2",
-    "solver.bc_lr=1e-3",
-    "solver.bc_batch_size=4",
-    "solver.solutions_per_puzzle=5",  # as many as there are right bodies: the cap never refuses a new pair
-    "solver.eval_heldout=2",
-    "solver.eval_attempts=2",
+    "selfplay.lora_rank=2",
+    "selfplay.bc_lr=1e-3",
+    "selfplay.bc_batch_size=4",
+    "selfplay.solutions_per_puzzle=5",  # as many as there are right bodies: the cap never refuses a new pair
+    "selfplay.eval_heldout=2",
+    "selfplay.eval_attempts=2",
 ]
 # the bodies the Solver stand-in draws from for `return x == N`: RIGHT ones, then wrong ones
 RIGHT = ("{n}", "{n} * 1", "int('{n}')", "{n} - 1 + 1", "abs({n})")
@@ -128,9 +128,13 @@ def patch_selfplay() -> None:
     selfplay.verified_pairs = recording_verified_pairs
 
 
+def rollout_of(trainer: L.Trainer) -> RolloutCallback:
+    return next(callback for callback in trainer.callbacks if isinstance(callback, RolloutCallback))
+
+
 def learner_of(trainer: L.Trainer):
     """The learning Solver of the run's rollout callback, or None when the Solver does not learn."""
-    rollout = next(callback for callback in trainer.callbacks if isinstance(callback, RolloutCallback))
+    rollout = rollout_of(trainer)
     return None if rollout.selfplay is None else rollout.selfplay.learner
 
 
@@ -176,7 +180,7 @@ class RecordRank(L.Callback):
                 "world_size": trainer.world_size,
                 "global_step": trainer.global_step,
                 "steps_per_iteration": ppo.ppo_epochs * ppo.n_minibatches,
-                "archive": trainer.datamodule.archive.state_dict(),
+                "archive": rollout_of(trainer).archive.state_dict(),
                 "buffer_sizes": self.buffer_sizes,
                 "batch_sizes": self.batch_sizes,
                 "state_dict": {name: value.detach().clone() for name, value in pl_module.state_dict().items()},

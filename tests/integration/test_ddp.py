@@ -163,7 +163,7 @@ def check_run(out: Path, ranks: list[dict], iterations: int) -> None:
     checkpoint = torch.load(run_dir(out) / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert completed_iterations(run_dir(out) / "checkpoints" / "last.ckpt") == iterations
     assert checkpoint["global_step"] == zero["global_step"]
-    assert checkpoint["ArchiveDataModule"]["archive"]["texts"] == texts
+    assert checkpoint["callbacks"]["RolloutCallback"]["archive"]["texts"] == texts
     assert checkpoint["state_dict"].keys() == zero["state_dict"].keys()
     for name, value in checkpoint["state_dict"].items():
         assert torch.equal(value, zero["state_dict"][name]), name
@@ -202,7 +202,7 @@ def rank_puzzles(rank: int) -> list[str]:
     return [f"def f(x: int):\n    return x == {7 + rank}", f"def f(x: int):\n    return x * x == -{1 + rank}"]
 
 
-SOLVER_ATTEMPTS, BC_BATCH_SIZE = 4, 4  # solver.attempts and solver.bc_batch_size of that mode
+SOLVER_ATTEMPTS, BC_BATCH_SIZE = 4, 4  # solver.attempts and selfplay.bc_batch_size of that mode
 
 
 def solves(f: str, g: str) -> bool:

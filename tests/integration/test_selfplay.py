@@ -23,15 +23,15 @@ ANSWERS = {  # each puzzle's candidate bodies; the Solver picks one at random (G
 RIGHT = {f: {body.strip() for body in bodies[:-1]} for f, bodies in ANSWERS.items()}  # the last body is wrong
 SELFPLAY = (
     "trainer.iterations=4",
-    "solver.learn_every=2",
+    "selfplay.learn_every=2",
     "solver.attempts=2",
-    "solver.lora_rank=2",
-    "solver.bc_batch_size=2",
-    "solver.eval_attempts=2",
-    "solver.solutions_per_puzzle=5",
-    "solver.rejudge_share=1",
-    "solver.replay_ratio=1",
-    "solver.corpus_ratio=0.5",
+    "selfplay.lora_rank=2",
+    "selfplay.bc_batch_size=2",
+    "selfplay.eval_attempts=2",
+    "selfplay.solutions_per_puzzle=5",
+    "selfplay.rejudge_share=1",
+    "selfplay.replay_ratio=1",
+    "selfplay.corpus_ratio=0.5",
     "ppo.ppo_epochs=1",
 )
 
@@ -84,7 +84,7 @@ def test_the_solver_learns_from_verified_passes(tmp_path, stream_model, char_tok
     learner = load_checkpoint(run_dir)["callbacks"]["RolloutCallback"]["selfplay"]["learner"]
     pairs = learner["replay"]["pairs"]
     assert len(pairs) == phases[0]["bc"]["new_pairs"] + phases[1]["bc"]["new_pairs"]
-    for _, f, g, _ in pairs:  # only what the judge passed, each puzzle at most solver.solutions_per_puzzle times
+    for _, f, g, _ in pairs:  # only what the judge passed, each puzzle at most selfplay.solutions_per_puzzle times
         assert g.split("\n")[1].strip() in RIGHT[f]
     assert max(sum(f == other for _, other, _, _ in pairs) for _, f, _, _ in pairs) <= 5
     lora_b = [tensor for tensor in learner["adapters"] if tensor.abs().sum() > 0]

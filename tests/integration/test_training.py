@@ -41,7 +41,7 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
     checkpoint = load_checkpoint(run_dir)
     assert finished_iterations(run_dir) == 2
     assert checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
-    archive = checkpoint["ArchiveDataModule"]["archive"]
+    archive = checkpoint["callbacks"]["RolloutCallback"]["archive"]
     assert archive["texts"] == [p["puzzle"] for p in puzzles]
     tags = list(scalar_values(run_dir))
     assert len(LOGGED_TAGS) >= 12 and set(tags) >= LOGGED_TAGS  # the names docs/training.md promises, as they are
@@ -123,7 +123,8 @@ def test_resume_continues_exactly(tmp_path, stream_model, char_tokenizer):
     assert read_puzzles(resumed) == read_puzzles(straight)
     a, b = load_checkpoint(straight), load_checkpoint(resumed)
     assert a["global_step"] == b["global_step"] == 4 * 2 * 2
-    assert a["ArchiveDataModule"]["archive"]["texts"] == b["ArchiveDataModule"]["archive"]["texts"]
+    archives = [checkpoint["callbacks"]["RolloutCallback"]["archive"] for checkpoint in (a, b)]
+    assert archives[0]["texts"] == archives[1]["texts"]
     for name, value in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][name], value)
     adam_a, adam_b = a["optimizer_states"][0]["state"], b["optimizer_states"][0]["state"]
@@ -163,7 +164,7 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path, stream_model, char_tokeni
         ("model.lora_rank=4", "model.lora_rank=0"),
         ("reward.w_novelty=0", "reward.w_novelty=1.0"),
         ("reward.difficulty=learnability", "reward.difficulty='codeplay'"),
-        ("solver.learn_every=2", "solver.learn_every=0"),
+        ("selfplay.learn_every=2", "selfplay.learn_every=0"),
         ("solver.attempts=3", "solver.attempts=2"),
         ("rollout.temperature=0.7", "rollout.temperature=0.8"),
     ],

@@ -281,7 +281,7 @@ def test_the_pass_rates_match_a_naive_computation(tmp_path):
 
 def test_the_phase_table_sets_phase_0_beside_the_last_phase(tmp_path):
     run_dir = write_run(tmp_path, "balanced", [selfplay_puzzle(i, 2.0, 4.0) for i in range(1, 31)])
-    (run_dir / "config.yaml").write_text((run_dir / "config.yaml").read_text() + "solver:\n  learn_every: 2\n")
+    (run_dir / "config.yaml").write_text((run_dir / "config.yaml").read_text() + "selfplay:\n  learn_every: 2\n")
     bc = {"new_pairs": 12, "replayed": 0, "from_corpus": 6, "steps": 2, "loss_first": 0.9, "loss_last": 0.7}
     learned = {1: (0.3, 0.35, 0.1), 2: (0.4, 0.45, 0.2), 3: (0.5, 0.55, 0.3)}  # pass@1, pass@4, eval_file's pass@1
     phases = [
@@ -332,15 +332,15 @@ def test_selfplay_png_only_when_a_solver_learned(tmp_path):
     assert result["selfplay"] is None and not (tmp_path / "old_out" / "selfplay.png").exists()
     assert "Self-play" not in result["report"].read_text()
 
-    # a fixed Solver (solver.learn_every 0): D is D_initial, and no solver.jsonl; alone, it has no section
+    # a fixed Solver (selfplay.learn_every 0): D is D_initial, and no solver.jsonl; alone, it has no section
     fixed = write_run(tmp_path, "novelty", [selfplay_puzzle(i, 4.0, 4.0) for i in range(1, 41)])
-    (fixed / "config.yaml").write_text((fixed / "config.yaml").read_text() + "solver:\n  learn_every: 0\n")
+    (fixed / "config.yaml").write_text((fixed / "config.yaml").read_text() + "selfplay:\n  learn_every: 0\n")
     result = compare([old, fixed], tmp_path / "fixed_out")
     assert result["selfplay"] is None and "Self-play" not in result["report"].read_text()
 
     # beside a Solver that learned, it is reported with it
     learning = write_run(tmp_path, "balanced", [selfplay_puzzle(i, 2.0, 4.0) for i in range(1, 41)])
-    (learning / "config.yaml").write_text((learning / "config.yaml").read_text() + "solver:\n  learn_every: 2\n")
+    (learning / "config.yaml").write_text((learning / "config.yaml").read_text() + "selfplay:\n  learn_every: 2\n")
     result = compare([old, fixed, learning], tmp_path / "out")
     height, width, _ = imread(result["selfplay"]["figure"]).shape
     assert result["selfplay"]["figure"] == tmp_path / "out" / "selfplay.png" and width > 3 * height > 0
@@ -349,7 +349,7 @@ def test_selfplay_png_only_when_a_solver_learned(tmp_path):
     assert (row["label"], row["phases"], row["evaluations"]) == ("novelty (w_d=1, w_n=1)", 0, {})
     assert row["pass_rate"] == {"current": 0.25, "initial": 0.25}
     report = result["report"].read_text()
-    assert "| BC phases | 0 | 0 (fixed: `solver.learn_every` 0) |" in report
+    assert "| BC phases | 0 | 0 (fixed: `selfplay.learn_every` 0) |" in report
     assert "| none (w_d=1, w_n=1) | initial Solver |" not in report
 
 
@@ -361,7 +361,7 @@ def test_old_runs_outputs_are_unchanged(tmp_path):
     fields = [{"initial_attempted": True, "D_initial": 4.0}, {"initial_attempted": False, "D_initial": None}]
     new_records = [record | extra for record, extra in zip(records, fields)]
     new_run = write_run(tmp_path / "new", "balanced", new_records)
-    (new_run / "config.yaml").write_text((new_run / "config.yaml").read_text() + "solver:\n  learn_every: 2\n")
+    (new_run / "config.yaml").write_text((new_run / "config.yaml").read_text() + "selfplay:\n  learn_every: 2\n")
     new = compare([new_run], tmp_path / "new_out")
     assert new["figure"].read_bytes() == old["figure"].read_bytes()
     before, section = new["report"].read_text().split("## Self-play\n")

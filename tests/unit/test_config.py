@@ -4,12 +4,13 @@ on the wrong quantity among them) stop with one line, before torch is imported."
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from support import CONFIGS
 
-from codeplay_lightning.config import ConfigError, load_config
+from codeplay_lightning.config import ConfigError, TrainConfig, identity_difference, load_config, run_identity
 
 P3_SMALL = Path(__file__).parents[1] / "fixtures" / "p3_small"
 
@@ -22,10 +23,42 @@ def test_fewer_streams_than_devices_is_refused():
 
 
 def test_the_setter_samples_from_the_whole_distribution_only():
-    """PPO's old log-probs are over the whole vocabulary: with a nucleus they are not the behaviour policy's."""
-    with pytest.raises(ConfigError, match="rollout.top_p must be 1, got 0.9: .*not over the nucleus"):
+    """PPO's old log-probs are over the whole vocabulary: with a nucleus they are not the behaviour policy's, so the
+    Setter has no nucleus to set."""
+    with pytest.raises(ConfigError, match="Key 'top_p' not in 'RolloutConfig'"):
         load_config([CONFIGS / "balanced.yaml"], ["rollout.top_p=0.9"])
     assert load_config([CONFIGS / "balanced.yaml"], ["solver.top_p=0.9"]).solver.top_p == 0.9  # never trained on
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_a_preset_copied_anywhere_is_the_same_run(tmp_path, path):
+    """The schema holds the only defaults: no file beside a preset changes what it trains."""
+    copied = tmp_path / "elsewhere" / path.name
+    copied.parent.mkdir()
+    shutil.copy(path, copied)
+    no_p3_clone = ["reward.reference=null", "reward.reference_split=null"] if path.stem == "paper" else []
+    assert load_config([copied], no_p3_clone) == load_config([path], no_p3_clone)
+
+
+def test_the_defaults_are_the_cpu_scale_on_the_warm_start():
+    config = TrainConfig()
+    assert (config.model.name, config.rollout.n_envs, config.rollout.n_steps, config.rollout.fewshot) == (
+        "smollm2-135m-sft",
+        29,
+        128,
+        6,
+    )
+    assert (config.solver.attempts, config.solver.max_new_tokens, config.trainer.iterations) == (4, 96, 10)
+    assert load_config([CONFIGS / "balanced.yaml"]) == replace(config, name="balanced")
+
+
+def test_self_play_settings_are_their_own_section():
+    config = load_config([CONFIGS / "selfplay.yaml"])
+    assert config.selfplay.learn_every == 2 and config.selfplay.learns
+    with pytest.raises(ConfigError, match="Key 'learn_every' not in 'SolverConfig'"):
+        load_config([CONFIGS / "balanced.yaml"], ["solver.learn_every=2"])
+    with pytest.raises(ConfigError, match="selfplay.learn_every needs solver.strategy=few-shot and solver.llm=frozen"):
+        load_config([CONFIGS / "selfplay.yaml"], ["solver.llm=smollm2-135m"])
 
 
 def test_the_paper_scale_normalises_novelty_by_p3s_train_split(tmp_path, monkeypatch):
@@ -46,7 +79,7 @@ def test_the_paper_scale_normalises_novelty_by_p3s_train_split(tmp_path, monkeyp
 def test_every_config_file_loads_and_validates(path):
     no_p3_clone = ["reward.reference=null", "reward.reference_split=null"] if path.stem == "paper" else []
     config = load_config([path], no_p3_clone)
-    assert config.name == ("balanced" if path.stem in ("base", "paper") else path.stem)
+    assert config.name == ("balanced" if path.stem == "paper" else path.stem)
     if path.stem in ("none", "difficulty", "novelty", "balanced", "novelty_biased"):
         weights = {
             "none": (0, 0),
@@ -64,6 +97,10 @@ def test_every_config_file_loads_and_validates(path):
         ("ppo.nope=1", "Key 'nope' not in 'PPOConfig'"),
         ("ppo.lr=fast", "could not be converted"),
         ("rollout.n_envs=0", "must be >= 1"),
+        ("solver.attempts=0", "solver.attempts, batch_size and max_new_tokens must be >= 1"),
+        ("solver.temperature=0", "solver.temperature must be > 0"),
+        ("selfplay.rejudge_share=2", r"selfplay.bc_lr must be > 0, .*rejudge_share in \[0, 1\]"),
+        ("selfplay.eval_file=nowhere.json", "selfplay.eval_file nowhere.json does not exist"),
         ("reward.combine=product", "takes no weights"),
         ("noequals", "not of the form key=value"),
         ("solver.strategy=beam", r"expected one of \['few-shot', 'gif-mcts', 'worldcoder'\]"),
@@ -164,3 +201,19 @@ def test_native_bf16_reads_the_cpu_flags_and_the_gpu_capability(
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     assert (native_bf16("cpu"), native_bf16("cuda:0")) == (expected_cpu, expected_cuda)
+
+
+def test_a_checkpoint_whose_settings_are_laid_out_otherwise_is_refused_as_another_versions():
+    """A checkpoint from before self-play had its own section: the keys differ, whatever their values."""
+    wanted = run_identity(TrainConfig())
+    moved = {key.replace("selfplay.", "solver."): value for key, value in wanted.items()}
+    assert identity_difference(moved, wanted) == (
+        "the checkpoint was made by another version, whose settings differ from this one's at selfplay.bc_batch_size: "
+        "start a new run"
+    )
+    changed = wanted | {"ppo.lr": 1e-5}
+    assert identity_difference(changed, wanted) == (
+        "the checkpoint was made with ppo.lr=1e-05 and this run has 1e-06: resume with the same value, or start a "
+        "new run"
+    )
+    assert identity_difference(wanted, wanted) is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codeplay_lightning.config import load_config
+from codeplay_lightning.config import TrainConfig, load_config
 from codeplay_lightning.experiments.sweep import PRESETS
 
 ROOT = Path(__file__).parents[2]
@@ -83,14 +83,17 @@ def test_every_config_file_is_documented_and_every_config_named_exists():
     training = section("Training the Setter")
     presets = [row[0].strip("`") for row in table(training, "preset") + table(training, "self-play preset")]
     scales = [row[1].strip("`").removesuffix(".yaml") for row in table(training, "scale")]
-    assert set(presets) | set(scales) == files
+    assert set(presets) | set(scales) == files | {"the defaults"}
 
 
 def test_the_self_play_presets_differ_only_in_whether_the_solver_learns():
     (learning, learns), (fixed, stays) = table(section("Training the Setter"), "self-play preset")
     a, b = config_of(learning.strip("`")), config_of(fixed.strip("`"))
     assert (
-        learns.startswith("learns") and a.solver.learn_every == 2 and stays.startswith("fixed") and not b.solver.learns
+        learns.startswith("learns")
+        and a.selfplay.learn_every == 2
+        and stays.startswith("fixed")
+        and not b.selfplay.learns
     )
     assert (a.reward, a.trainer.iterations, a.rollout) == (b.reward, b.trainer.iterations, b.rollout)
     assert (a.reward.w_difficulty, a.reward.w_novelty, a.trainer.iterations) == (1, 1, 16)
@@ -112,7 +115,7 @@ def test_the_scale_table_is_what_the_config_files_set():
     rows = table(section("Training the Setter"), "scale")
     assert len(rows) == 3
     for _, file, streams_steps, iterations, fewshot, attempts, model in rows:
-        config = config_of(file.strip("`").removesuffix(".yaml"))
+        config = TrainConfig() if file == "the defaults" else config_of(file.strip("`").removesuffix(".yaml"))
         streams, steps = (int(number) for number in streams_steps.split(" × "))
         assert (config.rollout.n_envs, config.rollout.n_steps) == (streams, steps), file
         assert config.trainer.iterations == int(iterations), file

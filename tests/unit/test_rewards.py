@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import doctest
 import math
+from typing import get_args
 
 import pytest
+from support import CONFIGS
 
-from codeplay_lightning.rewards import difficulty_reward, functions, novelty_reward, total_reward
+from codeplay_lightning.config import ConfigError, load_config
+from codeplay_lightning.rewards import DifficultyKind, difficulty_reward, functions, novelty_reward, total_reward
 
 
 def test_doctests_pass():
@@ -116,6 +119,7 @@ def test_a_search_difficulty_is_a_rate_of_one_solution_per_d_calls():
     assert difficulty_reward(1.0, True, "learnability") == 0.0  # solved by the first call: trivial
 
 
-def test_unknown_difficulty_kind_is_refused():
-    with pytest.raises(ValueError, match="reward.difficulty must be"):
-        difficulty_reward(2.0, True, "hardness")
+def test_every_difficulty_kind_the_config_takes_has_a_reward_and_no_other():
+    assert set(functions.DIFFICULTY_REWARDS) == set(get_args(DifficultyKind))
+    with pytest.raises(ConfigError, match="Invalid value 'hardness'"):
+        load_config([CONFIGS / "balanced.yaml"], ["reward.difficulty=hardness"])

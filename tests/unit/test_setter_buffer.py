@@ -13,9 +13,8 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.strategies import SingleDeviceStrategy
 from support import random_puzzles
 
-from codeplay_lightning.archive import NoveltyArchive
 from codeplay_lightning.config import PPOConfig, TrainConfig
-from codeplay_lightning.setter import ArchiveDataModule, SetterPPOModule, build_buffer
+from codeplay_lightning.setter import BufferDataModule, SetterPPOModule, build_buffer
 from codeplay_lightning.setter.rollout import rank_share
 from codeplay_lightning.setter.rollout_callback import rollout_precision
 
@@ -36,7 +35,7 @@ def test_the_old_logprobs_are_the_first_epochs_bit_for_bit_under_bf16(tiny_llama
         identity={},
     )
     module._trainer = SimpleNamespace(strategy=SingleDeviceStrategy(torch.device("cpu")), world_size=1)
-    data = ArchiveDataModule(archive=NoveltyArchive(4), ppo=config.ppo, seed=0)
+    data = BufferDataModule(ppo=config.ppo, seed=0)
     episodes, scored = random_puzzles(LENGTHS)
     prompt_ids = torch.randint(3, 90, (30,), generator=torch.Generator().manual_seed(1))
     precision = MixedPrecision("bf16-mixed", "cpu")

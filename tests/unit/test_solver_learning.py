@@ -21,7 +21,7 @@ import torch
 from support import NEGATIVE_ROOT, SEVEN, ScriptedLLM
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from codeplay_lightning.config import SolverConfig
+from codeplay_lightning.config import SelfPlayConfig, SolverConfig
 from codeplay_lightning.execution.warden.answers import encode_answer
 from codeplay_lightning.execution.warden.protocol import pack
 from codeplay_lightning.puzzles import Puzzle, fewshot_puzzles, solver_prompt
@@ -65,7 +65,7 @@ def float64_norms(monkeypatch):
 
 
 def new_learner(initial, tokenizer, corpus=(), autocast=None, **settings) -> SolverLearner:
-    config = SolverConfig(learn_every=1, lora_rank=2, **settings)
+    config = SelfPlayConfig(learn_every=1, lora_rank=2, **settings)
     return SolverLearner(
         initial=initial, tokenizer=tokenizer, examples=EXAMPLES, config=config, corpus=corpus, seed=0, autocast=autocast
     )

@@ -15,7 +15,7 @@ from codeplay_lightning.experiments import sweep as sweep_module
 from codeplay_lightning.experiments.sweep import completed_iterations, sweep
 
 PER_ITERATION = 3  # puzzles the fake logs per iteration
-ITERATIONS = load_config([CONFIGS / "balanced.yaml"]).trainer.iterations  # of every preset, from base.yaml
+ITERATIONS = load_config([CONFIGS / "balanced.yaml"]).trainer.iterations  # of every preset: the schema's default
 
 
 class FakeTrainer:
