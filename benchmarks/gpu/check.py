@@ -216,7 +216,7 @@ def samplers(shape: str, setting: Setting) -> dict:
     """Setter streams, the Solver's batch and `generate` at the paper's batch, on one random model of `shape`."""
     from benchmarks.models import solver_prompts
     from codeplay_lightning.models import SamplingConfig, sample, sample_streams
-    from codeplay_lightning.models.families import attention_paths
+    from codeplay_lightning.models.architectures import attention_paths
     from codeplay_lightning.puzzles import SETTER_STOP, fewshot_puzzles
     from codeplay_lightning.setter.rollout import setter_sampling_prompt
 

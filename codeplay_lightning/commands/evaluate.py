@@ -110,8 +110,8 @@ def _evaluate_solver(args: argparse.Namespace, solver: FewShotSolver, bar: Progr
     from codeplay_lightning.solver.evaluation import evaluate_solver
 
     for entry in read_puzzle_file(args.puzzles):
-        if entry.problem:
-            console.print(f"[yellow]skipped:[/yellow] {entry.problem}", highlight=False)
+        if entry.error:
+            console.print(f"[yellow]skipped:[/yellow] {entry.error}", highlight=False)
     puzzles = puzzles_to_solve(args.puzzles, args.split, args.limit, args.p3_split)
     _, groups = split_and_groups(args.puzzles)
     task = bar.add_task("solving", total=len(puzzles) * args.attempts)

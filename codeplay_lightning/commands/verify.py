@@ -26,10 +26,10 @@ def run(args: argparse.Namespace) -> int:
     from codeplay_lightning.puzzles.files import read_puzzle_file
 
     entries = read_puzzle_file(args.file)
-    pairs = [e for e in entries if e.g is not None or e.problem]
+    pairs = [e for e in entries if e.g is not None or e.error]
     if not pairs:
         raise ValueError(f"{args.file} holds no (f, g) pair to verify ({len(entries)} puzzles without a solution)")
-    programs = [Program(e.puzzle.f, e.g, e.puzzle.ans_type, e.name) for e in pairs if not e.problem]
+    programs = [Program(e.puzzle.f, e.g, e.puzzle.ans_type, e.name) for e in pairs if not e.error]
     out = Path(args.out) if args.out else Path(Path(args.file).stem + ".verdicts.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as handle:  # opened first: a bad --out fails before the batch, not after it
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         counts: Counter[str] = Counter()
         failures = []
         for entry in pairs:
-            verdict = Verdict("syntax", entry.problem, 0.0) if entry.problem else next(verdicts)
+            verdict = Verdict("syntax", entry.error, 0.0) if entry.error else next(verdicts)
             counts[verdict.status] += 1
             if not verdict.passed:
                 failures.append((entry.name, verdict))

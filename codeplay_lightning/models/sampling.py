@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
-from codeplay_lightning.models.families import attention_paths
+from codeplay_lightning.models.architectures import attention_paths
 from codeplay_lightning.models.packed import with_packed_linears
 from codeplay_lightning.models.shared_prefix import SharedPrefix, compute_dtype, forward_behind, run_prefix
 
@@ -204,7 +204,7 @@ def _finished(
 
 
 def _context_class(model: PreTrainedModel) -> type[_BehindSharedPrefix] | type[_WholeContext]:
-    """The shared-prefix path where a test proves it exact for the model's family, else the plain one."""
+    """The shared-prefix path where a test proves it exact for the model's architecture, else the plain one."""
     return _BehindSharedPrefix if attention_paths(model).fast else _WholeContext
 
 

@@ -1,6 +1,6 @@
 """PPO scoring: per-token log-probs, values and entropies of right-padded actions after one shared prompt.
 
-Two paths, chosen by `families.attention_paths`, both equal to one full forward per row over the prompt and
+Two paths, chosen by `architectures.attention_paths`, both equal to one full forward per row over the prompt and
 that row's actions, gradient included (`tests/unit/test_model_matrix_scoring.py`):
 - packed (fast): the prompt runs once, at batch 1, and the rows' actions run behind it packed into equally full
   sequences, each token attending to the prompt and its own row's earlier actions under a 4D mask. Exact only
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import AttentionInterface
 
-from codeplay_lightning.models.families import attention_paths, using_attention
+from codeplay_lightning.models.architectures import attention_paths, using_attention
 from codeplay_lightning.ppo import head_logprobs_and_entropy
 
 PACK_TOKENS = 256  # action tokens per packed sequence in scoring (a longer row gets a pack of its own): 12% faster

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from transformers import AttentionInterface, DynamicCache, PreTrainedModel
 
-from codeplay_lightning.models.families import using_attention
+from codeplay_lightning.models.architectures import using_attention
 
 ATTENTION = "codeplay_shared_prefix"
 

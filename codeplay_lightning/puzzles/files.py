@@ -16,7 +16,7 @@ class Entry:
     name: str
     puzzle: Puzzle | None
     g: str | None = None
-    problem: str = ""
+    error: str = ""  # why the line is unusable; "" when it is usable
 
 
 def read_puzzle_file(path: str | Path) -> list[Entry]:
@@ -39,16 +39,16 @@ def _jsonl_entry(line: str, number: int) -> Entry:
     try:
         record = json.loads(line)
     except ValueError as error:
-        return Entry(name, None, problem=f"line {number} is not JSON: {error}")
+        return Entry(name, None, error=f"line {number} is not JSON: {error}")
     if not isinstance(record, dict):
-        return Entry(name, None, problem=f"line {number} is not a JSON object")
+        return Entry(name, None, error=f"line {number} is not a JSON object")
     name = str(record.get("name") or name)
     fields = {key: record.get(key) for key in ("f", "g", "ans_type")}
     if not isinstance(fields["f"], str):
-        return Entry(name, None, problem=f"line {number} has no string field 'f'")
+        return Entry(name, None, error=f"line {number} has no string field 'f'")
     for key in ("g", "ans_type"):
         if fields[key] is not None and not isinstance(fields[key], str):
-            return Entry(name, None, problem=f"line {number}: field {key!r} must be a string")
+            return Entry(name, None, error=f"line {number}: field {key!r} must be a string")
     return Entry(name, Puzzle(name, fields["f"], ans_type=fields["ans_type"]), fields["g"])
 
 
@@ -81,7 +81,7 @@ def puzzles_to_solve(
         if split not in set(splits.values()):
             raise ValueError(f"--split {split!r}: {path} has the splits {sorted(set(splits.values()))}")
     puzzles = list(
-        {e.name: e.puzzle for e in entries if not e.problem and (split is None or splits.get(e.name) == split)}.values()
+        {e.name: e.puzzle for e in entries if not e.error and (split is None or splits.get(e.name) == split)}.values()
     )[:limit]
     if not puzzles:
         raise ValueError(f"{path} holds no usable puzzle")

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from codeplay_lightning.search.tasks import Task, extract_code, generated_program
 
 ROOT, GENERATE, IMPROVE, FIX = "root", "generate", "improve", "fix"
-ESTIMATED = (GENERATE, IMPROVE)  # action types whose unexplored value is estimated (app. A)
+ESTIMATED_ACTIONS = (GENERATE, IMPROVE)  # action types whose unexplored value is estimated (app. A)
 
 
 @dataclass
@@ -154,7 +154,7 @@ class GifMcts:
         self.rng = random.Random(seed)  # breaks UCT ties
         self.root = Node(ROOT, task.root_code, visits=1)
         self.calls = 0
-        self.weights = {action: [1.0, 1.0] for action in ESTIMATED}  # [w_G, w_L] per action type
+        self.weights = {action: [1.0, 1.0] for action in ESTIMATED_ACTIONS}  # [w_G, w_L] per action type
         self.best: Node | None = None
         self.solved_at: int | None = None
         self.selection: Selection | None = None
@@ -192,7 +192,7 @@ class GifMcts:
         while not isinstance(choice := self.select(node), str):
             node = choice
             path.append(node)
-        estimate = (self.global_value(choice), self.local_value(node, choice)) if choice in ESTIMATED else None
+        estimate = (self.global_value(choice), self.local_value(node, choice)) if choice in ESTIMATED_ACTIONS else None
         return Selection(path, node, choice, estimate)
 
     # ------------------------------------------------------------------ selection
@@ -231,7 +231,7 @@ class GifMcts:
             if self.alive(child):
                 scores.append((child.selection_value + self.exploration_bonus(node, child.visits), child))
         for action in self.actions(node):
-            value = self.unexplored_value(node, action) if action in ESTIMATED else node.selection_value
+            value = self.unexplored_value(node, action) if action in ESTIMATED_ACTIONS else node.selection_value
             scores.append((value + self.exploration_bonus(node, self.expanded_count(node, action)), action))
         return scores
 

@@ -114,7 +114,7 @@ def load_tasks(
 def distinct_puzzles(path: str | Path) -> list[Puzzle]:
     """Each puzzle of a puzzle file once: a P3 file repeats an instance per reference solution."""
     entries = read_puzzle_file(path)
-    problems = [entry.problem for entry in entries if entry.problem]
+    problems = [entry.error for entry in entries if entry.error]
     if problems:
         more = f" (and {len(problems) - SHOWN_PROBLEMS} more)" if len(problems) > SHOWN_PROBLEMS else ""
         raise ValueError(f"{path} has unusable lines: {'; '.join(problems[:SHOWN_PROBLEMS])}{more}")

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from codeplay_lightning.config import PPOConfig
-from codeplay_lightning.models.families import attention_paths
+from codeplay_lightning.models.architectures import attention_paths
 from codeplay_lightning.models.scoring import score_actions, vocabulary_projection
 from codeplay_lightning.ppo import masked_mean, policy_loss, value_loss
 

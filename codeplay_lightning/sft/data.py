@@ -95,8 +95,8 @@ def training_puzzles(paths: Sequence[str | Path], p3_split: str | Path | None = 
             ]
         else:
             for entry in read_puzzle_file(path):
-                if entry.problem or entry.g is None:
-                    raise ValueError(f"{path}: {entry.problem or f'{entry.name} has no g'}")
+                if entry.error or entry.g is None:
+                    raise ValueError(f"{path}: {entry.error or f'{entry.name} has no g'}")
                 puzzles.append(Puzzle(entry.name, entry.puzzle.f, (entry.g,), entry.puzzle.ans_type))
     if not puzzles:
         raise ValueError("no training puzzles in " + ", ".join(map(str, paths)))

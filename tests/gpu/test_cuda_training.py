@@ -6,7 +6,7 @@ checkpoint written on the GPU that resumes on the CPU and back."""
 from __future__ import annotations
 
 import pytest
-from model_families import tiny_model
+from model_architectures import tiny_model
 from support import CONFIGS, scalar_values
 from training_runs import finished_iterations, load_checkpoint, read_puzzles, run
 
@@ -19,7 +19,7 @@ ON_DEVICE = "cuda:0"
 
 
 @pytest.mark.parametrize(
-    ("family", "precision", "strategy"),
+    ("architecture", "precision", "strategy"),
     [
         ("gpt_neo", "bf16-mixed", "auto"),
         ("gpt_neo", "16-mixed", "auto"),
@@ -28,10 +28,10 @@ ON_DEVICE = "cuda:0"
     ],
 )
 def test_the_paper_config_trains_exactly_on_the_gpu(
-    family, precision, strategy, tmp_path, char_tokenizer, embedder_dir
+    architecture, precision, strategy, tmp_path, char_tokenizer, embedder_dir
 ):
-    model_dir = tmp_path / family
-    tiny_model(family, char_tokenizer, initializer_range=0.02).save_pretrained(model_dir)
+    model_dir = tmp_path / architecture
+    tiny_model(architecture, char_tokenizer, initializer_range=0.02).save_pretrained(model_dir)
     char_tokenizer.save_pretrained(model_dir)
     config = load_config(
         [CONFIGS / "balanced.yaml", CONFIGS / "paper.yaml"],

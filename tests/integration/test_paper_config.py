@@ -1,4 +1,4 @@
-"""The paper's configuration on its own model family: `configs/balanced.yaml configs/paper.yaml` (GPT-Neo, 64
+"""The paper's configuration on its own model architecture: `configs/balanced.yaml configs/paper.yaml` (GPT-Neo, 64
 streams x 128 steps, 16 few-shot puzzles, 8 minibatches) with a tiny GPT-Neo directory in place of the hub
 model (and, to keep it short, 16 streams behind 2 few-shot puzzles), on the CPU at fp32 and a learning rate
 too small to move any weight: the PPO ratio must then be 1 everywhere (clip fraction 0, approximate KL 0),
@@ -8,17 +8,19 @@ Likewise for GPT-2 and Llama."""
 from __future__ import annotations
 
 import pytest
-from model_families import tiny_model
+from model_architectures import tiny_model
 from support import CONFIGS, scalar_values
 
 from codeplay_lightning.config import load_config
 from codeplay_lightning.train import train
 
 
-@pytest.mark.parametrize("family", ["gpt_neo", "gpt2", "llama"])
-def test_the_paper_config_trains_exactly_on_its_model_family(family, tmp_path, char_tokenizer):
-    model_dir = tmp_path / family
-    model = tiny_model(family, char_tokenizer, initializer_range=0.02)  # nearly uniform: ends a puzzle in ~100 tokens
+@pytest.mark.parametrize("architecture", ["gpt_neo", "gpt2", "llama"])
+def test_the_paper_config_trains_exactly_on_its_model_family(architecture, tmp_path, char_tokenizer):
+    model_dir = tmp_path / architecture
+    model = tiny_model(
+        architecture, char_tokenizer, initializer_range=0.02
+    )  # nearly uniform: ends a puzzle in ~100 tokens
     model.save_pretrained(model_dir)
     char_tokenizer.save_pretrained(model_dir)
     config = load_config(
@@ -35,7 +37,7 @@ def test_the_paper_config_trains_exactly_on_its_model_family(family, tmp_path, c
             "rollout.fewshot=2",
             "rollout.n_envs=16",
         ],
-    )  # 16 puzzles are ~1,600 characters: 6 minutes a family here
+    )  # 16 puzzles are ~1,600 characters: 6 minutes a architecture here
     run_dir = train(config)
     assert len((run_dir / "puzzles.jsonl").read_text().splitlines()) >= 8  # finished puzzles to train on
     values = scalar_values(run_dir)

@@ -1,6 +1,6 @@
-"""`codeplay bench` on small inputs: the sandbox benchmark's sandbox, naive harness and in-process ceiling must
-reach identical verdicts, the archive benchmark's exact search and recall must be right, and the roofline must count
-a decode step's FLOPs (the model benchmarks need the real model)."""
+"""The benchmarks (`make bench`) on small inputs: the sandbox benchmark's sandbox, naive harness and in-process
+ceiling must reach identical verdicts, the archive benchmark's exact search and recall must be right, and the
+roofline must count a decode step's FLOPs (the model benchmarks need the real model)."""
 
 import numpy as np
 import pytest
@@ -99,3 +99,13 @@ def test_the_selfplay_costs_count_the_rejudge_and_bc_against_the_rest_by_hand():
     rest = 250 - 22 - 50  # without the re-judges, the phase and the evaluations
     assert (costs["iterations"], costs["rest_seconds"], costs["rejudge_seconds"]) == (2, rest, 22)
     assert costs["added_over_rest"] == pytest.approx((22 + 30) / rest)
+
+
+def test_make_bench_runs_the_benchmarks_with_its_options(monkeypatch, tmp_path):
+    import benchmarks
+    from benchmarks.__main__ import main
+
+    calls = []
+    monkeypatch.setattr(benchmarks.__main__, "run_benchmarks", lambda out, **options: calls.append((out, options)))
+    main(["--out", str(tmp_path / "bench.json"), "--pairs", "5", "--skip-model"])
+    assert calls == [(tmp_path / "bench.json", {"pairs": 5, "with_model": False})]

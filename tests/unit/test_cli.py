@@ -238,12 +238,12 @@ def test_evaluate_setter_reports_rates(tmp_path, tiny_model_dir):
 
 
 def test_the_adapter_aliases_without_their_adapters_say_how_to_build_them(tmp_path):
-    from codeplay_lightning.models.loading import synthesis_model_dir, warmstart_model_dir
+    from codeplay_lightning.models.loading import gif_model_dir, warmstart_model_dir
 
     with pytest.raises(FileNotFoundError, match="smollm2-135m-sft needs .*: run `make warmstart`"):
         warmstart_model_dir(tmp_path / "no-adapter")
-    with pytest.raises(FileNotFoundError, match="smollm2-135m-gif needs .*: run `make warmstart-synthesis`"):
-        synthesis_model_dir(tmp_path / "no-adapter")
+    with pytest.raises(FileNotFoundError, match="smollm2-135m-gif needs .*: run `make warmstart-gif`"):
+        gif_model_dir(tmp_path / "no-adapter")
 
 
 def test_an_adapter_alias_is_its_base_with_the_adapter_merged_once(tmp_path, tiny_model_dir, monkeypatch):

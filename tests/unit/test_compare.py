@@ -11,17 +11,16 @@ import pytest
 from matplotlib.image import imread
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.experiments.compare import (
+from codeplay_lightning.experiments.compare import compare
+from codeplay_lightning.experiments.runs import WINDOW, read_run
+from codeplay_lightning.experiments.statistics import trailing_mean
+from codeplay_lightning.experiments.summaries import (
     LAST,
     SAMPLES,
-    WINDOW,
     against_unrewarded,
-    compare,
     pass_rates,
-    read_run,
     sample_last,
     selfplay_summary,
-    trailing_mean,
 )
 
 

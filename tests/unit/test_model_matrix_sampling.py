@@ -1,19 +1,19 @@
-"""Sampling on every accepted model family (tests/model_families.py), on the path `attention_paths` gives it,
-against the slowest obvious reference: one unpadded full forward over the prompt and the tokens so far.
+"""Sampling on every accepted model architecture (tests/model_architectures.py), on the path `attention_paths`
+gives it, against the slowest obvious reference: one unpadded full forward over the prompt and the tokens so far.
 
 Streams restart often here (single-character stops), so a restarted stream that still saw its previous
-puzzle, or a window counted in the wrong slots (the prompts are longer than the windowed families' 8-token
+puzzle, or a window counted in the wrong slots (the prompts are longer than the windowed architectures' 8-token
 window), would show."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from model_families import FAMILIES, tiny_model
+from model_architectures import ARCHITECTURES, tiny_model
 from support import DEVICES, generators, reference_logprobs, stream_alone
 
 from codeplay_lightning.models import sampling
-from codeplay_lightning.models.families import attention_paths
+from codeplay_lightning.models.architectures import attention_paths
 from codeplay_lightning.models.sampling import SamplingConfig, sample, sample_streams
 
 FEW_SHOT = "def f(s: str):\n    return s == 'ab'\n\ndef g():\n    return 'ab'\n\nassert f(g())\n\n"
@@ -32,7 +32,7 @@ def device(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
+@pytest.fixture(scope="module", params=ARCHITECTURES)
 def model(request, char_tokenizer, device):
     return tiny_model(request.param, char_tokenizer).to(device)
 
@@ -86,11 +86,11 @@ def test_under_bf16_autocast_streams_keep_to_a_full_forward_and_their_own_batch(
     assert [ids.tolist() for ids in together.token_ids] == [ids.tolist() for one in alone for ids in one.token_ids]
 
 
-@pytest.mark.parametrize("family", ["gpt_neo", "qwen2", "mistral"])
-def test_the_shared_prefix_path_would_be_wrong_for_a_windowed_family(family, char_tokenizer, monkeypatch):
-    """Why these families take the plain path: forced onto the shared-prefix one, their windows (GPT-Neo's
+@pytest.mark.parametrize("architecture", ["gpt_neo", "qwen2", "mistral"])
+def test_the_shared_prefix_path_would_be_wrong_for_a_windowed_family(architecture, char_tokenizer, monkeypatch):
+    """Why these architectures take the plain path: forced onto the shared-prefix one, their windows (GPT-Neo's
     attention is not even looked up by name) break sampling, silently or loudly."""
-    model = tiny_model(family, char_tokenizer)
+    model = tiny_model(architecture, char_tokenizer)
     monkeypatch.setattr(sampling, "_context_class", lambda model: sampling._BehindSharedPrefix)
     config = SamplingConfig(20, 0.8, stop_strings=STOPS)
     try:

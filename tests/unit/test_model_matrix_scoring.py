@@ -1,8 +1,8 @@
-"""PPO scoring on every accepted model family (tests/model_families.py), on the path `attention_paths` gives it,
-against the slowest obvious reference: one unpadded full forward per row over the prompt and that row's real
+"""PPO scoring on every accepted model architecture (tests/model_architectures.py), on the path `attention_paths`
+gives it, against the slowest obvious reference: one unpadded full forward per row over the prompt and that row's real
 actions. Log-probs, values, entropies and every parameter's gradient must agree.
 
-The prompt is longer than the windowed families' 8-token window, and the packs are small enough that rows of
+The prompt is longer than the windowed architectures' 8-token window, and the packs are small enough that rows of
 different lengths (some of one token) share them at offsets of up to 5: a window counted in pack slots would
 show."""
 
@@ -13,7 +13,7 @@ import copy
 
 import pytest
 import torch
-from model_families import FAMILIES, tiny_model
+from model_architectures import ARCHITECTURES, tiny_model
 from support import DEVICES
 from torch import nn
 from torch.nn.functional import pad
@@ -21,7 +21,7 @@ from transformers import OPTConfig, OPTForCausalLM
 
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.models import scoring
-from codeplay_lightning.models.families import AttentionPaths, UnsupportedModel, attention_paths
+from codeplay_lightning.models.architectures import AttentionPaths, UnsupportedModel, attention_paths
 from codeplay_lightning.models.scoring import balanced_budget, pack_rows, score_actions
 from codeplay_lightning.setter import SetterPPOModule
 from codeplay_lightning.setter.module import ValueHead
@@ -87,9 +87,9 @@ def new_head(model: nn.Module) -> ValueHead:
     return ValueHead(model.config.hidden_size, 16)
 
 
-def scores_and_gradients(family: str, tokenizer, precision: str, eager: bool, device: str) -> tuple[tuple, tuple]:
+def scores_and_gradients(architecture: str, tokenizer, precision: str, eager: bool, device: str) -> tuple[tuple, tuple]:
     """(log-probs, values and entropies by name; every parameter's gradient by name): ours, then the reference's."""
-    model = tiny_model(family, tokenizer).to(device)
+    model = tiny_model(architecture, tokenizer).to(device)
     if eager:  # on the packed path, an additive mask, not SDPA's boolean one
         model.set_attn_implementation("eager")
     head = new_head(model).to(device)
@@ -105,18 +105,18 @@ def scores_and_gradients(family: str, tokenizer, precision: str, eager: bool, de
     return results["ours"], results["reference"]
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def family(request) -> str:
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def architecture(request) -> str:
     return request.param
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("precision", "eager"), [("fp32", False), ("fp32", True), ("bf16", False)])
-def test_scoring_matches_a_full_forward_per_row(family, char_tokenizer, precision, eager, device):
-    if eager and family == "gpt_neo":
+def test_scoring_matches_a_full_forward_per_row(architecture, char_tokenizer, precision, eager, device):
+    if eager and architecture == "gpt_neo":
         pytest.skip("GPT-Neo's attention is eager only")
     (scores, grads), (expected_scores, expected_grads) = scores_and_gradients(
-        family, char_tokenizer, precision, eager, device
+        architecture, char_tokenizer, precision, eager, device
     )
     tolerance = TOLERANCES[precision]
     for name, score in scores.items():  # 0 at padding, as the reference is made to be
@@ -140,16 +140,16 @@ def test_scoring_matches_a_full_forward_per_row(family, char_tokenizer, precisio
     assert any(grad.abs().sum() > 0 for name, grad in grads.items() if name.startswith("model.")), "no gradient"
 
 
-def test_each_family_takes_the_path_its_test_proves(family, char_tokenizer, monkeypatch):
-    model = tiny_model(family, char_tokenizer)
+def test_each_family_takes_the_path_its_test_proves(architecture, char_tokenizer, monkeypatch):
+    model = tiny_model(architecture, char_tokenizer)
     taken = []
     for path in ("_packed_states", "_row_states"):
         states = getattr(scoring, path)
         monkeypatch.setattr(scoring, path, lambda *args, path=path, states=states: taken.append(path) or states(*args))
     with torch.no_grad():
         ours(model, new_head(model), *inputs(model.config.vocab_size))
-    assert attention_paths(model).fast == (family in FAST)
-    assert taken == ["_packed_states" if family in FAST else "_row_states"]
+    assert attention_paths(model).fast == (architecture in FAST)
+    assert taken == ["_packed_states" if architecture in FAST else "_row_states"]
 
 
 def test_the_packs_share_rows_at_offsets():
@@ -158,12 +158,12 @@ def test_the_packs_share_rows_at_offsets():
     assert (packs, offsets) == ([0, 0, 0, 0, 0, 1, 1, 2], [0, 2, 2, 5, 6, 0, 5, 0])
 
 
-@pytest.mark.parametrize("family", ["gpt_neo", "qwen2", "mistral"])
-def test_the_packed_path_would_be_wrong_for_a_windowed_family(family, char_tokenizer, monkeypatch):
-    """Why these families take the plain path: forced onto the packed one, their windows count pack slots
+@pytest.mark.parametrize("architecture", ["gpt_neo", "qwen2", "mistral"])
+def test_the_packed_path_would_be_wrong_for_a_windowed_family(architecture, char_tokenizer, monkeypatch):
+    """Why these architectures take the plain path: forced onto the packed one, their windows count pack slots
     (GPT-Neo: silently wrong log-probs) or cut the shared prompt's cache (Qwen2, Mistral: an error)."""
-    model = tiny_model(family, char_tokenizer)
-    monkeypatch.setattr(scoring, "attention_paths", lambda model: AttentionPaths(family, fast=True))
+    model = tiny_model(architecture, char_tokenizer)
+    monkeypatch.setattr(scoring, "attention_paths", lambda model: AttentionPaths(architecture, fast=True))
     head = new_head(model)
     with torch.no_grad():
         try:

@@ -7,7 +7,7 @@ import inspect
 import pytest
 import torch
 import torch.nn.functional as F
-from model_families import tiny_model
+from model_architectures import tiny_model
 from support import generators
 
 from codeplay_lightning.models.packed import packed_linears

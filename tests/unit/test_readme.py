@@ -1,6 +1,7 @@
-"""The README's claims about targets and configs hold: its make-target table is what `make help` prints, every
-config it names exists and every config file is named, the preset and scale tables are what the files set, and
-its counts of presets are the sweep's (litgpt's `test_readme` habit: the README is checked, not trusted)."""
+"""The README's claims about targets, configs and layout hold: its make-target table is what `make help` prints,
+every config it names exists and every config file is named, the preset and scale tables are what the files set,
+its counts of presets are the sweep's, and its layout is the package's (litgpt's `test_readme` habit: the README is
+checked, not trusted)."""
 
 import re
 import subprocess
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from codeplay_lightning.cli import COMMANDS
 from codeplay_lightning.config import TrainConfig, load_config
 from codeplay_lightning.experiments.sweep import PRESETS
 
@@ -124,7 +126,40 @@ def test_the_scale_table_is_what_the_config_files_set():
         assert config.model.name == model.strip("`"), file
 
 
-@pytest.mark.parametrize("pattern", [r"\bthe (\w+) presets\b", r"\bof the (\w+)\b"])
+@pytest.mark.parametrize("pattern", [r"\bthe (\w+) presets\b", r"\b[Tt]he paper's (\w+) presets\b"])
 def test_every_count_of_the_presets_is_the_sweeps(pattern):
     counts = [NUMBER_WORDS[word] for word in re.findall(pattern, README) if word in NUMBER_WORDS]
     assert counts and set(counts) == {len(PRESETS)}, counts
+
+
+def layout() -> dict[str, str]:
+    """The Layout block's entries, `codeplay_lightning/`'s indented under it: name -> its description, the
+    continuation lines included."""
+    block = re.search(r"```\n(codeplay_lightning/.*?)```", section("Layout"), re.S).group(1)
+    entries: dict[str, str] = {}
+    name = None
+    for line in block.splitlines()[1:]:
+        first = re.match(r"(\s*)((?:[\w.]+/?\s)+)\s+(.*)", line)
+        if first and not line.startswith(" " * 6):
+            names, name = first.group(2).split(), None
+            for each in names:
+                name = ("codeplay_lightning/" if first.group(1) else "") + each
+                entries[name] = first.group(3)
+        elif name is not None:
+            entries[name] += " " + line.strip()
+    return entries
+
+
+def test_the_layout_is_every_folder_and_top_level_module_of_the_package():
+    package = ROOT / "codeplay_lightning"
+    rooms = {f"codeplay_lightning/{path.name}/" for path in package.iterdir() if (path / "__init__.py").is_file()}
+    rooms |= {f"codeplay_lightning/{path.name}" for path in package.glob("*.py") if path.name != "__init__.py"}
+    listed = {name for name in layout() if name.startswith("codeplay_lightning/")}
+    assert listed == rooms, f"missing: {rooms - listed}; not in the package: {listed - rooms}"
+    top = {name for name in layout() if not name.startswith("codeplay_lightning/")}
+    assert top and all((ROOT / name).is_dir() for name in top), top
+
+
+def test_the_layout_names_every_codeplay_command():
+    commands = layout()["codeplay_lightning/commands/"]
+    assert all(re.search(rf"\b{re.escape(name)}\b", commands) for name in COMMANDS), commands

@@ -1,5 +1,5 @@
 """`SetterPPOModule.score` is a thin call into `models.scoring` (checked against a full forward per row on
-every model family in test_model_matrix_scoring.py): here, what the module adds (its value head, the trunk
+every model architecture in test_model_matrix_scoring.py): here, what the module adds (its value head, the trunk
 detached or not, the reference model without values) and the packing of rows."""
 
 from __future__ import annotations

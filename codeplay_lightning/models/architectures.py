@@ -8,7 +8,7 @@ Two fast paths exist, and both need attention that is plain causal over *positio
 A local or sliding window counts key *slots*, which then are not distances: GPT-Neo's local layers and any
 configured sliding window take the plain paths, where every row holds its whole context contiguously in the
 model's own cache (sampling) or its own sequence (scoring). `tests/unit/test_model_matrix_*.py` check every
-family below, on both paths it may take, against one unpadded full forward per row; any other model type is
+architecture below, on both paths it may take, against one unpadded full forward per row; any other model type is
 refused in one line rather than sent down a path nobody checked for it.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-FAST_FAMILIES = ("llama", "gpt2", "gpt_neox", "phi", "qwen2", "mistral")  # fast unless a window is configured
-PLAIN_FAMILIES = ("gpt_neo",)  # attention classes fixed at construction, local layers: plain paths only
+FAST_ARCHITECTURES = ("llama", "gpt2", "gpt_neox", "phi", "qwen2", "mistral")  # fast unless a window is configured
+PLAIN_ARCHITECTURES = ("gpt_neo",)  # attention classes fixed at construction, local layers: plain paths only
 FAST_ATTENTION = ("sdpa", "eager")  # the loaded implementations that take a custom 4D mask
 
 
@@ -29,27 +29,27 @@ class UnsupportedModel(ValueError):
 
 @dataclass(frozen=True)
 class AttentionPaths:
-    family: str
+    architecture: str
     fast: bool  # shared-prefix sampling and packed scoring; else the plain paths
 
 
 def attention_paths(model) -> AttentionPaths:
     """The paths `model` (a causal LM, possibly wrapped by PEFT) may take; raises `UnsupportedModel` for a
-    family the model matrix does not cover."""
+    architecture the model matrix does not cover."""
     config = model.config
-    family = config.model_type
-    if family not in FAST_FAMILIES + PLAIN_FAMILIES:
+    architecture = config.model_type
+    if architecture not in FAST_ARCHITECTURES + PLAIN_ARCHITECTURES:
         raise UnsupportedModel(
-            f"model type {family!r} was never checked against a full forward here; "
-            f"supported: {', '.join(FAST_FAMILIES + PLAIN_FAMILIES)}"
+            f"model type {architecture!r} was never checked against a full forward here; "
+            f"supported: {', '.join(FAST_ARCHITECTURES + PLAIN_ARCHITECTURES)}"
         )
     fast = (
-        family in FAST_FAMILIES
+        architecture in FAST_ARCHITECTURES
         and not _windowed(config)
         and config._attn_implementation in FAST_ATTENTION
         and not getattr(config, "reorder_and_upcast_attn", False)
     )  # GPT-2's own eager path ignores the name
-    return AttentionPaths(family, fast)
+    return AttentionPaths(architecture, fast)
 
 
 def _windowed(config) -> bool:
@@ -61,7 +61,7 @@ def _windowed(config) -> bool:
 @contextmanager
 def using_attention(model, name: str) -> Iterator[None]:
     """The attention function registered as `name` runs the model's attention for the duration: each attention
-    layer of a fast family looks its implementation up by the config's name at every call."""
+    layer of a fast architecture looks its implementation up by the config's name at every call."""
     previous = model.config._attn_implementation
     model.config._attn_implementation = name
     try:

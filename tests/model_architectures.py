@@ -1,4 +1,4 @@
-"""Tiny random models of every family the training loop accepts, built in code: the model matrix that the
+"""Tiny random models of every architecture the training loop accepts, built in code: the model matrix that the
 sampling and scoring tests check against one plain full forward per row. Each has 2 layers, 32 wide. The
 windowed ones (GPT-Neo's local layer, Qwen2's and Mistral's sliding window) have a window of 8 tokens, shorter
 than the tests' prompts, so a window counted in the wrong slots would show."""
@@ -67,7 +67,7 @@ def _gpt2(tokenizer, positions, init):
     )
 
 
-def _gpt_neo(tokenizer, positions, init):  # the paper's family: a global and a local layer, as GPT-Neo-125M
+def _gpt_neo(tokenizer, positions, init):  # the paper's architecture: a global and a local layer, as GPT-Neo-125M
     return GPTNeoForCausalLM(
         GPTNeoConfig(
             hidden_size=32,
@@ -85,7 +85,7 @@ def _gpt_neo(tokenizer, positions, init):  # the paper's family: a global and a 
     )
 
 
-def _gpt_neox(tokenizer, positions, init):  # Pythia's family: partial rotary, parallel residual
+def _gpt_neox(tokenizer, positions, init):  # Pythia's architecture: partial rotary, parallel residual
     return GPTNeoXForCausalLM(
         GPTNeoXConfig(
             hidden_size=32,
@@ -157,14 +157,18 @@ BUILDERS = {
     "qwen2": _qwen2,
     "mistral": _mistral,
 }
-FAMILIES = tuple(BUILDERS)
+ARCHITECTURES = tuple(BUILDERS)
 
 
 def tiny_model(
-    family: str, tokenizer: PreTrainedTokenizerFast, seed: int = 0, positions: int = 512, initializer_range: float = 0.5
+    architecture: str,
+    tokenizer: PreTrainedTokenizerFast,
+    seed: int = 0,
+    positions: int = 512,
+    initializer_range: float = 0.5,
 ) -> PreTrainedModel:
-    """A tiny random model of `family` (a key of BUILDERS) in eval mode, the same for the same seed. The default
+    """A tiny random model of `architecture` (a key of BUILDERS) in eval mode, the same for the same seed. The default
     large initial weights give peaked next-token distributions, like a trained LM's; 0.02 (the usual) gives
     nearly uniform ones, which end puzzles (eos) about once in a hundred tokens."""
     torch.manual_seed(seed)
-    return BUILDERS[family](tokenizer, positions, initializer_range).eval()
+    return BUILDERS[architecture](tokenizer, positions, initializer_range).eval()

@@ -1,0 +1,192 @@
+"""`report.md`: the comparison's summaries as markdown: the summary table, the effects by run, each seed against its
+unrewarded run, self-play's tables, and puzzles at the end of training (the paper's appendix C)."""
+
+from __future__ import annotations
+
+import re
+
+from codeplay_lightning.experiments.runs import PANELS, WINDOW, TrainingRun
+from codeplay_lightning.experiments.summaries import EFFECTS, LAST, SAMPLES, against_unrewarded, by_seed, effects_by_run
+
+
+def report(runs: list[TrainingRun], summaries: list[dict], selfplay: list[dict], seed: int) -> str:
+    lines = [
+        "# Setter training runs compared",
+        "",
+        "![R_d, R_n and R against puzzles generated](figure.png)",
+        "",
+        f"As the paper's figure 2: R_d, R_n and R against puzzles generated, each the mean of the last "
+        f"{WINDOW} puzzles (fewer at the start). Each puzzle `index` counts once (the last logged).",
+        "",
+        f"| run | puzzles | valid % | solved % | R_d | R_n | R | distinct in last {LAST} |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for run, row in zip(runs, summaries):
+        final = [_number(row["final"][key]) for key in PANELS]
+        lines.append(
+            f"| {run.label} | {row['puzzles']} | {_percent(row['valid_frac'])} | "
+            f"{_percent(row['solved_frac'])} | {' | '.join(final)} | "
+            f"{row['distinct_last']} of {min(LAST, row['puzzles'])} |"
+        )
+    lines += [
+        "",
+        "R_d, R_n, R: the smoothed values at the last puzzle. Solved: D is finite (the Solver passed at least once).",
+        "",
+    ]
+    noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
+    lines += [*noted, ""] if noted else []
+    seeds = by_seed(runs)
+    within = {seed: rows for seed, group in seeds.items() if len(rows := against_unrewarded(group)) > 1}
+    lines += effects_report(effects_by_run(within)) if within else []
+    for seed, rows in within.items():
+        lines += unrewarded_report(rows, seed if len(seeds) > 1 else None)
+    lines += selfplay_report(selfplay) if selfplay else []
+    lines += [
+        "## Puzzles at the end of training (as the paper's appendix C)",
+        "",
+        f"{SAMPLES} per run, drawn without replacement from its last {LAST} (seed {seed}; all of them when fewer).",
+        "",
+    ]
+    for run, row in zip(runs, summaries):
+        lines += [f"### {run.label}", ""]
+        if not row["sampled"]:
+            lines += ["No puzzles logged yet.", ""]
+        for puzzle in row["sampled"]:
+            lines += [
+                f"Puzzle {puzzle['index']}: {_difficulty(puzzle)}, R_d = {puzzle['R_d']:.2f}, "
+                f"R_n = {puzzle['R_n']:.2f}",
+                "",
+                *_fenced(puzzle["puzzle"].strip("\n")),
+                "",
+            ]
+    return "\n".join(lines)
+
+
+def effects_report(effects: list[dict]) -> list[str]:
+    """The "Effects by run" section: per seed, then the mean over seeds with the between-seed SE and t."""
+    seeds = list(dict.fromkeys(seed for effect in effects for seed in effect["seeds"]))
+    lines = [
+        "## Effects by run",
+        "",
+        "The unit of a reward's effect is the training run: each run against the unrewarded run of its own seed, "
+        "then the mean over seeds with the between-seed standard error and Student's t (n − 1 degrees of freedom). "
+        "In brackets, secondary: the within-run binomial (or, for R_n, per-puzzle) standard error, which counts "
+        "the puzzles of one trajectory as independent and so understates the uncertainty; seeds disagree far beyond "
+        "it. With one seed there is no between-run uncertainty to report.",
+        "",
+        "| run | statistic | " + " | ".join(f"seed {seed}" for seed in seeds) + " | mean over seeds | t (df), p |",
+        "|---|---|" + "--:|" * len(seeds) + "--:|--:|",
+    ]
+    for effect in effects:
+        label, percent = EFFECTS[effect["key"]]
+        scale, unit = (100, " pt") if percent else (1, "")
+        summary = effect["summary"]
+        cells = dict(zip(effect["seeds"], zip(summary.effects, effect["within_se"])))
+        per_seed = [
+            f"{scale * cells[seed][0]:+.3g}{unit} (±{scale * cells[seed][1]:.2g})" if seed in cells else "–"
+            for seed in seeds
+        ]
+        mean = f"{scale * summary.mean:+.3g}{unit}"
+        mean += f" ± {scale * summary.se:.2g}" if summary.se is not None else " (one seed)"
+        test = f"{summary.t:+.2f} ({summary.runs - 1}), {summary.p:.3f}" if summary.t is not None else "–"
+        lines.append(f"| {effect['name']} | {label} | " + " | ".join(per_seed) + f" | {mean} | {test} |")
+    return [*lines, ""]
+
+
+def unrewarded_report(rows: list[dict], seed: int | None = None) -> list[str]:
+    """The section of `against_unrewarded`'s rows of one seed: each number with its difference to the baseline in
+    within-run standard errors."""
+    first, last, middle = rows[0]["positions"]
+    lines = [
+        "## Against the unrewarded run" + (f", seed {seed}" if seed is not None else ""),
+        "",
+        "Fractions over the iterations after the first (identical in runs of one seed); R_n over the same archive "
+        f"positions in every run, puzzles {first}–{last}, and {middle}–{last}. In brackets: the difference to the "
+        "unrewarded run in within-run standard errors (binomial for fractions; of the means for R_n, neighbouring "
+        "puzzles counted as independent): this run against that one, not the reward's effect (see Effects by "
+        "run).",
+        "",
+        f"| run | solved of valid, by iteration | valid, it. 1+ | solved of valid, it. 1+ | mean R_n, {first}–{last} | "
+        f"mean R_n, {middle}–{last} | distinct in last {LAST} |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+
+    def cell(statistic: tuple[float, float, float], baseline: bool, percent: bool = False) -> str:
+        ours, theirs, se = statistic
+        text = f"{100 * ours:.1f}%" if percent else f"{ours:.3f}"
+        return text if baseline else f"{text} ({(ours - theirs) / se if se else 0.0:+.1f} SE)"
+
+    for row in rows:
+        by_iteration = " ".join("–" if value is None else f"{value:.2f}" for value in row["solved_by_iteration"])
+        cells = [
+            row["label"],
+            by_iteration,
+            cell(row["valid"], row["baseline"], percent=True),
+            cell(row["solved"], row["baseline"]),
+            cell(row["R_n"], row["baseline"]),
+            cell(row["R_n_second_half"], row["baseline"]),
+            str(row["distinct_last"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def selfplay_report(rows: list[dict]) -> list[str]:
+    """The "Self-play" section: a table per self-play run, its initial Solver beside its current one."""
+    lines = [
+        "## Self-play",
+        "",
+        "![The Solvers' pass rates, their evaluations over BC phases, and R_n](selfplay.png)",
+        "",
+        "Left: the pass rate 1/D (0: unsolved) of the current Solver (solid) and of the initial one (dashed) on "
+        f"the valid puzzles the initial Solver also attempted, each the mean of the last {WINDOW} of them. Middle: "
+        "each evaluation set's pass@1 (solid) and pass@K (dashed) after each BC phase (`solver.jsonl`), phase 0 "
+        "being the initial Solver. Right: R_n, as in the figure above. In the tables, the evaluations are phase "
+        "0's and the last phase's.",
+        "",
+    ]
+    for row in rows:
+        attempted, rate = row["attempted"], row["pass_rate"]
+        every = {None: "", 0: " (fixed: `selfplay.learn_every` 0)"}.get(
+            row["learn_every"], f" (one after every {row['learn_every']} iterations)"
+        )
+        lines += [
+            f"| {row['label']} | initial Solver | current Solver |",
+            "|---|--:|--:|",
+            f"| BC phases | 0 | {row['phases']}{every} |",
+            f"| pass rate 1/D, mean of the last {min(LAST, attempted)} of the {attempted} puzzles the initial "
+            f"Solver attempted | {_number(rate['initial'])} | {_number(rate['current'])} |",
+            f"| its trend per 100 puzzles generated (least-squares slope ± SE) | {_estimate(row['trend']['initial'])} "
+            f"| {_estimate(row['trend']['current'])} |",
+            f"| current − initial on the same puzzles, first half / second half (± SE) | | "
+            f"{_estimate(row['gap']['first_half'])} / {_estimate(row['gap']['second_half'])} |",
+        ]
+        for name, keys in row["evaluations"].items():
+            lines += [f"| {name} {key} | {_number(first)} | {_number(last)} |" for key, (first, last) in keys.items()]
+        lines.append("")
+    return lines
+
+
+def _estimate(value: tuple[float, float] | None) -> str:
+    return "–" if value is None else f"{value[0]:+.3f} ± {value[1]:.3f}"
+
+
+def _difficulty(puzzle: dict) -> str:
+    if not puzzle["valid"]:
+        return f"invalid ({puzzle.get('reason') or 'rejected'})"
+    return "D = ∞ (unsolved)" if puzzle["D"] is None else f"D = {puzzle['D']:.2f}"
+
+
+def _fenced(text: str) -> list[str]:
+    """A fence longer than any run of backticks in the text, so a puzzle cannot close it."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "python", text, fence]
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _percent(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{100 * fraction:.1f}"

@@ -1,0 +1,177 @@
+"""What the comparison says about runs, as numbers: each run's summary and end-of-training samples, each run
+against the unrewarded run of its seed, the effects by run over seeds, and self-play's pass rates and evaluations."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+
+import numpy as np
+
+from codeplay_lightning.experiments.runs import PANELS, TrainingRun
+from codeplay_lightning.experiments.statistics import (
+    between_runs,
+    fraction_difference,
+    mean_difference,
+    paired_mean_and_se,
+    slope_and_se,
+)
+from codeplay_lightning.rewards.functions import pass_rate
+
+LAST = 100  # the "end of training" that the table's distinct count and the samples come from
+SAMPLES = 10  # puzzles per run in the appendix, as the paper's appendix C
+
+
+def sample_last(puzzles: list[dict], seed: int) -> list[dict]:
+    """SAMPLES puzzles drawn without replacement from the last LAST (all of them when fewer), in index order."""
+    last = puzzles[-LAST:]
+    chosen = random.Random(seed).sample(last, min(SAMPLES, len(last)))
+    return sorted(chosen, key=lambda puzzle: puzzle["index"])
+
+
+def summary(run: TrainingRun) -> dict:
+    count = len(run.puzzles)
+    return {
+        "run": str(run.path),
+        "label": run.label,
+        "puzzles": count,
+        "valid_frac": sum(bool(p["valid"]) for p in run.puzzles) / count if count else None,
+        "solved_frac": sum(p["D"] is not None for p in run.puzzles) / count if count else None,
+        "final": {key: float(run.smoothed(key)[-1]) if count else None for key in PANELS},
+        "distinct_last": len({p["puzzle"].strip() for p in run.puzzles[-LAST:]}),
+        "notes": list(run.notes),
+    }
+
+
+def against_unrewarded(runs: list[TrainingRun], baseline: str = "none") -> list[dict]:
+    """The statistics of docs/results/discussion.md, each run against the `baseline` run (the unrewarded preset;
+    [] when no run has that name). Iteration 0 is shared by runs of one seed and left out of the fractions; R_n
+    is compared at the same archive positions in every run, from the first puzzle after the baseline's
+    iteration 0 to the last of the shortest run, and over the second half of that range. A run still in its first
+    iteration (nothing valid after it yet) has no row."""
+    runs = [run for run in runs if any(p["iteration"] > 0 and p["valid"] for p in run.puzzles)]
+    base = next((run for run in runs if run.name == baseline), None)
+    if base is None:
+        return []
+    first = 1 + max(p["index"] for p in base.puzzles if p["iteration"] == 0)
+    last = min(run.puzzles[-1]["index"] for run in runs)
+    middle = (first + last + 1) // 2
+
+    def later(run: TrainingRun, key: str) -> list[bool]:
+        if key == "valid":
+            return [bool(p["valid"]) for p in run.puzzles if p["iteration"] > 0]
+        return [p["D"] is not None for p in run.puzzles if p["iteration"] > 0 and p["valid"]]
+
+    def novelty(run: TrainingRun, start: int) -> list[float]:
+        return [p["R_n"] for p in run.puzzles if start <= p["index"] <= last]
+
+    rows = []
+    for run in runs:
+        iterations = sorted({p["iteration"] for p in run.puzzles})
+        by_iteration = []
+        for iteration in iterations:
+            valid = [p for p in run.puzzles if p["iteration"] == iteration and p["valid"]]
+            by_iteration.append(sum(p["D"] is not None for p in valid) / len(valid) if valid else None)
+        row = {"label": run.label, "name": run.name, "baseline": run is base, "solved_by_iteration": by_iteration}
+        for key in ("valid", "solved"):
+            row[key] = fraction_difference(later(run, key), later(base, key))
+        row["R_n"] = mean_difference(novelty(run, first), novelty(base, first))
+        row["R_n_second_half"] = mean_difference(novelty(run, middle), novelty(base, middle))
+        row["distinct_last"] = len({p["puzzle"].strip() for p in run.puzzles[-LAST:]})
+        rows.append(row | {"positions": (first, last, middle)})
+    return rows
+
+
+def by_seed(runs: list[TrainingRun]) -> dict[int | None, list[TrainingRun]]:
+    """The runs of each seed, in the order they came."""
+    groups: dict[int | None, list[TrainingRun]] = {}
+    for run in runs:
+        groups.setdefault(run.seed, []).append(run)
+    return groups
+
+
+EFFECTS = {  # the effects reported by run: `against_unrewarded`'s statistic, and how it is shown
+    "valid": ("valid, it. 1+", True),
+    "solved": ("solved of valid, it. 1+", True),
+    "R_n": ("mean R_n, same positions", False),
+}
+
+
+def effects_by_run(rows_by_seed: dict[int | None, list[dict]]) -> list[dict]:
+    """Each rewarded run's effect (its statistic minus its own seed's unrewarded run's) per seed, then over the
+    seeds (`between_runs`): a reward's effect is a property of the run, so the spread between seeds is its
+    uncertainty; the within-run binomial SE of each seed is kept beside it, secondary."""
+    labels = list(dict.fromkeys(row["name"] for rows in rows_by_seed.values() for row in rows if not row["baseline"]))
+    found = []
+    for name in labels:
+        for key in EFFECTS:
+            per_seed = {seed: row[key] for seed, rows in rows_by_seed.items() for row in rows if row["name"] == name}
+            effects = [ours - theirs for ours, theirs, _ in per_seed.values()]
+            within = [se for _, _, se in per_seed.values()]
+            found.append(
+                {
+                    "name": name,
+                    "key": key,
+                    "seeds": list(per_seed),
+                    "within_se": within,
+                    "summary": between_runs(effects),
+                }
+            )
+    return found
+
+
+def pass_rates(puzzles: list[dict]) -> tuple[list[int], list[float], list[float]]:
+    """The valid puzzles the initial Solver attempted: their `index`, and the pass rate 1/D (0: unsolved) of
+    the current Solver and of the initial one."""
+    attempted = [p for p in puzzles if p.get("initial_attempted") and p["valid"]]
+    return (
+        [p["index"] for p in attempted],
+        [_pass_rate(p["D"]) for p in attempted],
+        [_pass_rate(p["D_initial"]) for p in attempted],
+    )
+
+
+def _pass_rate(difficulty: float | None) -> float:
+    """`pass_rate` of a logged D (null: unsolved)."""
+    return pass_rate(math.inf if difficulty is None else difficulty)
+
+
+def evaluation_curves(phases: dict[int, dict[str, dict]]) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(evaluation set, "pass@k") -> [(phase, value)], in phase order."""
+    curves: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+    for phase, summaries in phases.items():
+        for name, summary in summaries.items():
+            for key, value in summary.items():
+                if key.startswith("pass@"):
+                    curves[name, key].append((phase, value))
+    return dict(curves)
+
+
+def selfplay_summary(run: TrainingRun) -> dict:
+    """`pass_rate`: the mean over the last LAST puzzles the initial Solver attempted (None: none); `trend`: each
+    Solver's pass-rate slope per 100 puzzles generated, with its standard error (the paper's objective: the
+    initial Solver's falls, the learning one's holds); `gap`: the current minus the initial Solver's pass rate on
+    the same puzzles, mean and standard error, over the first and the second half of them; `evaluations`: set ->
+    "pass@k" -> (phase 0's, the last phase's)."""
+    index, current, initial = pass_rates(run.puzzles)
+    per_100 = [position / 100 for position in index]
+    gaps = [mine - theirs for mine, theirs in zip(current, initial)]
+    half = len(gaps) // 2
+    evaluations: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for (name, key), points in evaluation_curves(run.phases).items():
+        evaluations[name][key] = (dict(points).get(0), points[-1][1])
+    return {
+        "run": str(run.path),
+        "label": run.label,
+        "learn_every": run.learn_every,
+        "phases": max(run.phases, default=0),
+        "attempted": len(current),
+        "pass_rate": {
+            "current": float(np.mean(current[-LAST:])) if current else None,
+            "initial": float(np.mean(initial[-LAST:])) if initial else None,
+        },
+        "trend": {"current": slope_and_se(per_100, current), "initial": slope_and_se(per_100, initial)},
+        "gap": {"first_half": paired_mean_and_se(gaps[:half]), "second_half": paired_mean_and_se(gaps[half:])},
+        "evaluations": dict(evaluations),
+    }
