@@ -146,8 +146,8 @@ def iteration_over_flops(record: dict, config, run_dir: Path) -> dict:
     import torch
 
     from benchmarks.roofline import roofline
+    from codeplay_lightning.devices import resolved_precision
     from codeplay_lightning.models import load_causal_lm
-    from codeplay_lightning.train import resolved_precision
 
     precision = resolved_precision(config.trainer)
     dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float32
@@ -172,7 +172,7 @@ def iteration_over_flops(record: dict, config, run_dir: Path) -> dict:
 
 def bench_loop(config: str = "configs/balanced.yaml") -> dict:
     from codeplay_lightning.config import load_config
-    from codeplay_lightning.train import resolved_precision
+    from codeplay_lightning.devices import resolved_precision
 
     config_path = Path(config)
     if not config_path.is_file():

@@ -14,7 +14,7 @@ from benchmarks.loop import run_iteration
 
 def bench_selfplay(config: str = "configs/selfplay.yaml") -> dict:
     from codeplay_lightning.config import load_config
-    from codeplay_lightning.train import resolved_precision
+    from codeplay_lightning.devices import resolved_precision
 
     loaded = load_config([Path(config)])
     overrides = (

@@ -21,15 +21,15 @@ from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, ref
 from codeplay_lightning.config import (
     ConfigError,
     TrainConfig,
-    TrainerConfig,
     identity_difference,
     run_identity,
     to_yaml,
 )
 from codeplay_lightning.corpus import reference_puzzles
+from codeplay_lightning.devices import check_devices, resolved_precision
 from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
-from codeplay_lightning.models import load_causal_lm, mixed_precision
+from codeplay_lightning.models import load_causal_lm
 from codeplay_lightning.puzzles import (
     Puzzle,
     fewshot_puzzles,
@@ -55,8 +55,17 @@ def train(
     newest `last.ckpt` of this config's runs). `policy`/`tokenizer` replace loading `model.name`
     (tests pass tiny models built in code); `callbacks` are extra Lightning callbacks (for tests
     and tools that observe a run)."""
+    check_devices(config.trainer)
     config = replace(config, trainer=replace(config.trainer, precision=resolved_precision(config.trainer)))
     checkpoint = find_checkpoint(config, resume) if resume else None
+    if checkpoint and (finished := _finished_iterations(checkpoint)) >= config.trainer.iterations:
+        log.info(
+            "%s finished its %d iterations: nothing to train (resume with trainer.iterations=N, N > %d, to train on)",
+            checkpoint,
+            finished,
+            finished,
+        )
+        return Path(checkpoint).parents[1]
     L.seed_everything(config.trainer.seed, workers=True, verbose=False)
     if policy is None:
         policy, tokenizer = load_causal_lm(config.model.name)
@@ -258,14 +267,6 @@ def _selfplay(
         sandbox=sandbox,
         seed=config.trainer.seed,
     )
-
-
-def resolved_precision(trainer: TrainerConfig) -> str:
-    """`trainer.precision`, with `auto` the `mixed_precision` of the device the run trains on."""
-    if trainer.precision != "auto":
-        return trainer.precision
-    gpu = trainer.accelerator in ("gpu", "cuda") or trainer.accelerator == "auto" and torch.cuda.is_available()
-    return mixed_precision("cuda" if gpu else "cpu")
 
 
 def _solver(

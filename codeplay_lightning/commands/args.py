@@ -117,7 +117,7 @@ def model_dtype(name: str, device: str) -> torch.dtype:
     """`name`'s dtype; `auto` is bfloat16 where the device computes it natively, else float32."""
     import torch
 
-    from codeplay_lightning.models import native_bf16
+    from codeplay_lightning.devices import native_bf16
 
     if name != "auto":
         return getattr(torch, name)

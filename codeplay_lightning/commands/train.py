@@ -1,10 +1,17 @@
 """`codeplay train CONFIG.yaml... [key=value...] [--resume PATH|auto]`: every config error is reported before torch
-and Lightning are imported."""
+and Lightning are imported.
+
+SIGTERM (a scheduler's preemption, `docker stop`) stops the run at once and exits with status 143: the checkpoint
+of the last finished iteration stands (the iteration under way is sampled again on resume, as after a crash), and
+the command that resumes it is printed."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shlex
+import signal
+import sys
 from pathlib import Path
 
 from codeplay_lightning.allocator import keep_freed_memory_on_cpu
@@ -30,8 +37,29 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     keep_freed_memory_on_cpu(config.trainer.accelerator)  # under glibc, PPO updates a fifth faster on CPU
 
+    from codeplay_lightning.devices import check_devices
+
+    check_devices(config.trainer)  # in one line, before Lightning and the models load
     from codeplay_lightning.train import train
 
-    run_dir = train(config, resume=args.resume)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        run_dir = train(config, resume=args.resume)
+    except Stopped:
+        resume = shlex.join(["codeplay", "train", *args.items, "--resume", "auto"])
+        print(
+            f"stopped by SIGTERM: the last finished iteration's checkpoint stands; resume with: {resume}",
+            file=sys.stderr,
+        )
+        return 128 + signal.SIGTERM
     print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")
     return 0
+
+
+class Stopped(BaseException):
+    """Raised by SIGTERM's handler wherever the run is; a BaseException, as KeyboardInterrupt, so that no handler of
+    ordinary errors takes it for one."""
+
+
+def _stop(signum, frame) -> None:
+    raise Stopped

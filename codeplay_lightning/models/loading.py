@@ -61,22 +61,6 @@ def load_causal_lm(
     return model, tokenizer
 
 
-def native_bf16(device: torch.device | str) -> bool:
-    """Does `device` run bfloat16 matmuls in hardware: a GPU from Ampere on (compute capability 8), or a CPU with
-    AMX or AVX512-BF16? Elsewhere bfloat16 is emulated and slower than float32 (6x for a linear layer at the decode
-    shapes on an AVX2 CPU, measured)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_capability(device)[0] >= 8
-    return device.type == "cpu" and (torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
-
-
-def mixed_precision(device: torch.device | str) -> str:
-    """Lightning's precision for training on `device`: bf16-mixed where it computes bfloat16 natively, 32-true
-    elsewhere (on an AVX2 CPU, bf16 autocast made the PPO update 8x slower)."""
-    return "bf16-mixed" if native_bf16(device) else "32-true"
-
-
 def resolve_model_dir(spec: str) -> str:
     """Map `spec` to what `from_pretrained` accepts: a local directory or a hub id `org/name`."""
     if spec == EMBEDDED_ALIAS:

@@ -149,7 +149,7 @@ def resolved_precision(precision: str) -> str:
     """`precision`, with `auto` the `mixed_precision` of the device Lightning's `accelerator="auto"` picks."""
     if precision != "auto":
         return precision
-    from codeplay_lightning.models import mixed_precision
+    from codeplay_lightning.devices import mixed_precision
 
     return mixed_precision("cuda" if torch.cuda.is_available() else "cpu")
 

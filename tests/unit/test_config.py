@@ -174,14 +174,13 @@ def test_the_paper_scale_keeps_the_weight_presets_run_name_and_root(preset):
 def test_auto_precision_is_bf16_only_where_it_is_native(monkeypatch, precision, accelerator, cuda, native, expected):
     import torch
 
-    from codeplay_lightning import train as train_module
+    from codeplay_lightning import devices
     from codeplay_lightning.config import TrainerConfig
-    from codeplay_lightning.models import loading
     from codeplay_lightning.sft import run as sft_run
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    monkeypatch.setattr(loading, "native_bf16", lambda device: device in native)
-    assert train_module.resolved_precision(TrainerConfig(precision=precision, accelerator=accelerator)) == expected
+    monkeypatch.setattr(devices, "native_bf16", lambda device: device in native)
+    assert devices.resolved_precision(TrainerConfig(precision=precision, accelerator=accelerator)) == expected
     if accelerator == "auto":  # codeplay sft trains where Lightning's accelerator="auto" puts it
         assert sft_run.resolved_precision(precision) == expected
 
@@ -217,3 +216,34 @@ def test_a_checkpoint_whose_settings_are_laid_out_otherwise_is_refused_as_anothe
         "new run"
     )
     assert identity_difference(wanted, wanted) is None
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "devices", "precision", "cuda", "count", "capability", "message"),
+    [
+        ("gpu", 1, "bf16-mixed", False, 0, None, "trainer.accelerator=gpu but torch sees no CUDA device"),
+        ("gpu", 2, "bf16-mixed", True, 1, (9, 0), "trainer.devices=2 but this machine has 1 CUDA device"),
+        ("auto", 1, "bf16-mixed", True, 1, (7, 5), r"needs a GPU from Ampere on .* is 7.5: trainer.precision=16-mixed"),
+        ("gpu", 1, "16-mixed", True, 1, (7, 5), None),
+        ("cpu", 4, "bf16-mixed", False, 0, None, None),  # CPU processes: no GPU asked for
+    ],
+)
+def test_what_the_machine_cannot_run_is_refused_in_one_line_before_loading(
+    monkeypatch, accelerator, devices, precision, cuda, count, capability, message
+):
+    import torch
+
+    from codeplay_lightning.config import TrainerConfig
+    from codeplay_lightning.devices import check_devices
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a test GPU")
+    trainer = TrainerConfig(accelerator=accelerator, devices=devices, precision=precision)
+    if message is None:
+        check_devices(trainer)
+    else:
+        with pytest.raises(ConfigError, match=message) as refusal:
+            check_devices(trainer)
+        assert "\n" not in str(refusal.value)

@@ -1,0 +1,55 @@
+"""What the machine computes: which devices a run may train on, and at which precision. Only torch is imported, so
+that a command refuses what the machine cannot run in one line before the models and Lightning load."""
+
+from __future__ import annotations
+
+import torch
+
+from codeplay_lightning.config import ConfigError, TrainerConfig
+
+
+def native_bf16(device: torch.device | str) -> bool:
+    """Does `device` run bfloat16 matmuls in hardware: a GPU from Ampere on (compute capability 8), or a CPU with
+    AMX or AVX512-BF16? Elsewhere bfloat16 is emulated and slower than float32 (6x for a linear layer at the decode
+    shapes on an AVX2 CPU, measured)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device)[0] >= 8
+    return device.type == "cpu" and (torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+
+
+def mixed_precision(device: torch.device | str) -> str:
+    """Lightning's precision for training on `device`: bf16-mixed where it computes bfloat16 natively, 32-true
+    elsewhere (on an AVX2 CPU, bf16 autocast made the PPO update 8x slower)."""
+    return "bf16-mixed" if native_bf16(device) else "32-true"
+
+
+def check_devices(trainer: TrainerConfig) -> None:
+    """Refuses in one line (ConfigError), before anything loads, what this machine cannot run: GPUs asked for
+    and none there or too few, bf16 on a GPU without it (`auto` never picks it there: `resolved_precision`)."""
+    if trainer.accelerator not in ("gpu", "cuda") and not (trainer.accelerator == "auto" and torch.cuda.is_available()):
+        return
+    if not torch.cuda.is_available():
+        build = "a CPU build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise ConfigError(
+            f"trainer.accelerator={trainer.accelerator} but torch sees no CUDA device (torch {torch.__version__}, "
+            f"{build}): trainer.accelerator=cpu trains on the CPU"
+        )
+    if trainer.devices > torch.cuda.device_count():
+        raise ConfigError(
+            f"trainer.devices={trainer.devices} but this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
+    if trainer.precision.startswith("bf16") and not native_bf16("cuda"):
+        major, minor = torch.cuda.get_device_capability()
+        raise ConfigError(
+            f"trainer.precision={trainer.precision} needs a GPU from Ampere on (compute capability 8.0); "
+            f"{torch.cuda.get_device_name()} is {major}.{minor}: trainer.precision=16-mixed or 32-true"
+        )
+
+
+def resolved_precision(trainer: TrainerConfig) -> str:
+    """`trainer.precision`, with `auto` the `mixed_precision` of the device the run trains on."""
+    if trainer.precision != "auto":
+        return trainer.precision
+    gpu = trainer.accelerator in ("gpu", "cuda") or trainer.accelerator == "auto" and torch.cuda.is_available()
+    return mixed_precision("cuda" if gpu else "cpu")
