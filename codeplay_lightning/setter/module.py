@@ -114,8 +114,12 @@ class SetterPPOModule(L.LightningModule):
         tokens = self.sum_over_ranks(mask.sum())  # all ranks' real tokens in this minibatch
         self._window_tokens += float(tokens)
         # A minibatch is whole puzzles (sequences), not a token count as in RL4LMs: see docs/training.md
-        self.log_dict(
-            {"ppo/minibatch_sequences": float(len(mask)), "ppo/minibatch_tokens": float(mask.sum())},
+        self.log_dict(  # "step": Lightning logs the iteration's metrics at iteration k (1 to N), as the rollout's
+            {
+                "ppo/minibatch_sequences": float(len(mask)),
+                "ppo/minibatch_tokens": float(mask.sum()),
+                "step": float(self.current_epoch + 1),
+            },
             on_step=False,
             on_epoch=True,
             batch_size=1,

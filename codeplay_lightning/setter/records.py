@@ -4,8 +4,10 @@
   Solver's D where self-play re-judged it), R_d, R_n and R;
 - `iterations.jsonl`: where each iteration's time went, the work done and the peak memory;
 - `solver.jsonl`: each BC phase of a learning Solver, with the evaluations after it;
-- TensorBoard: `reward/*` per puzzle (raw and smoothed over the last 200 puzzles, the paper's curves),
-  `rollout/*`, `solver/*`, `time/*` and `memory/*` per iteration, and the last puzzles as text.
+- TensorBoard: `reward_by_puzzle/*` against puzzles generated (raw and smoothed over the last 200 puzzles, the paper's
+  curves); `rollout/*`, `ppo/*`, `solver/*`, `time/*` and `memory/*` against iterations, 1 to N, as users count them
+  (the initial Solver's evaluations at 0); the last puzzles as text; the run's settings in the HPARAMS tab against
+  its last iteration's `HPARAMS_METRICS`.
 
 The rollout callback hands the records over; this module only writes them.
 """
@@ -19,11 +21,14 @@ from pathlib import Path
 
 import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
+from torch.utils.tensorboard.summary import hparams
 
 from codeplay_lightning.setter.rollout import ScoredPuzzle
 from codeplay_lightning.setter.selfplay import mean_pass_rate
 
 SMOOTHING = 200  # puzzles, as the paper's curves
+# the per-iteration tags HPARAMS tabulates the runs by (their last value)
+HPARAMS_METRICS = ("rollout/valid_frac", "rollout/solved_frac", "rollout/R_d", "rollout/R_n", "rollout/R")
 
 
 @dataclass(frozen=True)
@@ -60,9 +65,20 @@ class RunRecords:
         for name in ("iterations.jsonl", "solver.jsonl"):
             _keep_records(self.run_dir / name, lambda record: record["iteration"] < iteration)
 
-    def rollout(self, everyone: list[RankRollout], iteration: int, step: int, archive_size: int) -> None:
-        """Every rank's rollout (in rank order): each puzzle to puzzles.jsonl and `reward/*`; the iteration's
-        counts, pass rates and `build_buffer`'s metrics (their mean over the ranks) to `rollout/*` and `solver/*`."""
+    def settings(self, identity: dict[str, object]) -> None:
+        """The run's settings (`config.run_identity`) to hparams.yaml and TensorBoard's HPARAMS tab, where runs are
+        filtered and tabulated by them against `HPARAMS_METRICS`."""
+        if not self.writes:
+            return
+        params = {key: value if isinstance(value, int | float | str) else str(value) for key, value in identity.items()}
+        self.logger.log_hyperparams(params)
+        for summary in hparams(params, dict.fromkeys(HPARAMS_METRICS, 0.0)):  # the metrics' names only
+            self.logger.experiment.file_writer.add_summary(summary)
+
+    def rollout(self, everyone: list[RankRollout], iteration: int, archive_size: int) -> None:
+        """Every rank's rollout (in rank order): each puzzle to puzzles.jsonl and `reward_by_puzzle/*`; the iteration's
+        counts, rewards, pass rates and `build_buffer`'s metrics (their mean over the ranks) to `rollout/*`, `ppo/*`
+        and `solver/*`."""
         scored = [puzzle for rollout in everyone for puzzle in rollout.scored]
         if not self.writes:
             self.puzzles_generated += len(scored)
@@ -78,9 +94,9 @@ class RunRecords:
                     ("total", puzzle.reward),
                 ):
                     self.recent[name].append(value)
-                    writer.add_scalar(f"reward/{name}", value, self.puzzles_generated)
+                    writer.add_scalar(f"reward_by_puzzle/{name}", value, self.puzzles_generated)
                     writer.add_scalar(
-                        f"reward/{name}_smoothed", float(np.mean(self.recent[name])), self.puzzles_generated
+                        f"reward_by_puzzle/{name}_smoothed", float(np.mean(self.recent[name])), self.puzzles_generated
                     )
                 record = puzzle_record(puzzle, initial_difficulty, iteration=iteration, index=self.puzzles_generated)
                 handle.write(json.dumps(record) + "\n")
@@ -94,6 +110,7 @@ class RunRecords:
                 "rollout/truncated": sum(rollout.truncated for rollout in everyone),
                 "rollout/puzzles_per_s": len(scored) / max(max(rollout.seconds for rollout in everyone), 1e-9),
                 "rollout/archive_size": archive_size,
+                **{f"rollout/{key}": float(np.mean([getattr(p, field) for p in scored])) for key, field in MEANS},
                 # 1/D of the same puzzles for the Solver rewarding them and the initial one (docs/selfplay.md)
                 "solver/pass_rate_current": mean_pass_rate([current for current, _ in both]),
                 "solver/pass_rate_initial": mean_pass_rate([initial for _, initial in both]),
@@ -102,15 +119,15 @@ class RunRecords:
                     for name in everyone[0].metrics
                 },
             },
-            step=step,
+            step=iteration + 1,
         )
         recent = "\n\n".join(
             f"R={p.reward:.2f} R_d={p.r_difficulty:.2f} R_n={p.r_novelty:.2f}\n\n    " + p.text.replace("\n", "\n    ")
             for p in scored[-5:]
         )
-        writer.add_text("puzzles/recent", recent, step)
+        writer.add_text("puzzles/recent", recent, iteration + 1)
 
-    def iteration(self, record: dict, step: int) -> None:
+    def iteration(self, record: dict) -> None:
         """An `iteration_record` to iterations.jsonl, its time and memory to `time/*` and `memory/*`."""
         if not self.writes:
             return
@@ -123,10 +140,10 @@ class RunRecords:
                 "memory/peak_rss_gib": record["peak_rss_gib"],
                 **({"memory/peak_gpu_gib": record["peak_gpu_gib"]} if "peak_gpu_gib" in record else {}),
             },
-            step=step,
+            step=record["iteration"] + 1,
         )
 
-    def phase(self, phase: dict, iteration: int, step: int) -> None:
+    def phase(self, phase: dict, iteration: int) -> None:
         """A BC phase's record (`SelfPlay.learn`'s) to solver.jsonl; its loss and pass rates to `solver/*`, the
         initial Solver's (measured before the first phase) at step 0 of the same curves."""
         if not self.writes:
@@ -136,7 +153,7 @@ class RunRecords:
         if "initial" in phase:
             self.logger.log_metrics(_pass_metrics(phase["initial"]), step=0)
         bc = {f"solver/bc_{key}": value for key, value in phase["bc"].items()}
-        self.logger.log_metrics(bc | _pass_metrics(phase["learned"]), step=step)
+        self.logger.log_metrics(bc | _pass_metrics(phase["learned"]), step=iteration + 1)
 
     def state_dict(self) -> dict:
         return {"puzzles_generated": self.puzzles_generated, "recent": {k: list(v) for k, v in self.recent.items()}}
@@ -145,6 +162,9 @@ class RunRecords:
         self.puzzles_generated = state["puzzles_generated"]
         for name, values in state["recent"].items():
             self.recent[name].extend(values)
+
+
+MEANS = (("R_d", "r_difficulty"), ("R_n", "r_novelty"), ("R", "reward"))  # rollout/<key>: the iteration's mean
 
 
 def puzzle_record(puzzle: ScoredPuzzle, initial: float | None, *, iteration: int, index: int) -> dict:

@@ -23,7 +23,7 @@ from torch import nn
 
 from codeplay_lightning.allocator import peak_rss_gib, reset_peak_rss
 from codeplay_lightning.archive import NoveltyArchive
-from codeplay_lightning.config import TrainConfig
+from codeplay_lightning.config import TrainConfig, run_identity
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.setter.module import SetterPPOModule
@@ -98,6 +98,7 @@ class RolloutCallback(L.Callback):
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         # a resume starts from the end of the last iteration its checkpoint finished
         self.records.forget_unfinished(trainer.current_epoch)
+        self.records.settings(run_identity(self.config))
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
         reset_peak_rss()
@@ -154,7 +155,7 @@ class RolloutCallback(L.Callback):
             "solver_completion_tokens": self.solver_usage.completion_tokens - solver_tokens_before[1],
         }
         everyone = from_every_rank(RankRollout(scored, initial, truncated, metrics, clock.total()))
-        self.records.rollout(everyone, trainer.current_epoch, trainer.global_step, len(self.archive))
+        self.records.rollout(everyone, trainer.current_epoch, len(self.archive))
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
         """The Solver's BC phase when one is due (every rank), then where the iteration's time went."""
@@ -167,13 +168,13 @@ class RolloutCallback(L.Callback):
                 lambda: sampling_context(trainer.precision_plugin),
             )
             self.clock.lap("solver_learning")  # the BC phase and the evaluations
-            self.records.phase(phase, trainer.current_epoch, trainer.global_step)
+            self.records.phase(phase, trainer.current_epoch)
         self.clock.laps["sandbox"] = self.sandbox.busy_seconds - self.sandbox_before
         record = iteration_record(trainer.current_epoch, self.clock.total(), self.clock.laps, self.work)
         record["peak_rss_gib"] = peak_rss_gib()  # this rank's process, over this iteration
         if module.device.type == "cuda":  # what this rank's tensors held at most (the caching allocator keeps more)
             record["peak_gpu_gib"] = torch.cuda.max_memory_allocated(module.device) / 2**30
-        self.records.iteration(record, trainer.global_step)
+        self.records.iteration(record)
 
     def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         """A learning Solver's weights as a model directory, `solver/` in the run's folder (rank 0): what

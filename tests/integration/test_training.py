@@ -27,7 +27,9 @@ from codeplay_lightning.setter import SetterPPOModule
 from codeplay_lightning.setter.rollout import Episode
 from codeplay_lightning.train import train
 
-LOGGED_TAGS = set(re.findall(r"`((?:reward|rollout|ppo)/\w+)`", (CONFIGS.parent / "docs" / "training.md").read_text()))
+LOGGED_TAGS = set(
+    re.findall(r"`((?:reward_by_puzzle|rollout|ppo)/\w+)`", (CONFIGS.parent / "docs" / "training.md").read_text())
+)
 
 
 def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, char_tokenizer):

@@ -1,0 +1,43 @@
+"""What TensorBoard shows of a run, read back from its event files: one step axis per iteration (1 to N) for every
+per-iteration tag, the puzzle-indexed tags named as such, and the run's settings in the HPARAMS tab."""
+
+from __future__ import annotations
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+from training_runs import read_puzzles, run, tiny_config
+
+from codeplay_lightning.config import run_identity
+from codeplay_lightning.setter.records import HPARAMS_METRICS
+
+
+def events(run_dir) -> EventAccumulator:
+    (path,) = run_dir.glob("events.out.tfevents.*")
+    accumulator = EventAccumulator(str(path))
+    accumulator.Reload()
+    return accumulator
+
+
+def test_every_per_iteration_tag_is_on_one_axis_and_the_settings_are_in_hparams(tmp_path, stream_model, char_tokenizer):
+    overrides = ("trainer.iterations=2", "reward.w_novelty=0.5")
+    run_dir = run(tmp_path, stream_model, char_tokenizer, *overrides)
+    accumulator = events(run_dir)
+    steps = {tag: [event.step for event in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+    per_iteration = {tag: s for tag, s in steps.items() if tag.split("/")[0] in ("rollout", "ppo", "time", "memory")}
+    assert {"rollout/valid_frac", "ppo/policy_loss", "time/iteration_s", "memory/peak_rss_gib"} <= set(per_iteration)
+    assert all(s == [1, 2] for s in per_iteration.values()), per_iteration
+    puzzles = len(read_puzzles(run_dir))
+    assert steps["reward_by_puzzle/total"] == list(range(1, puzzles + 1))
+    assert not [tag for tag in steps if tag.startswith("reward/") or tag in ("epoch", "step")]
+
+    sessions = [
+        plugin_data_pb2.HParamsPluginData.FromString(content)
+        for content in accumulator.PluginTagToContent("hparams").values()
+    ]
+    started = next(data.session_start_info for data in sessions if data.HasField("session_start_info"))
+    experiment = next(data.experiment for data in sessions if data.HasField("experiment"))
+    identity = run_identity(tiny_config(tmp_path, *overrides))
+    assert set(started.hparams) == set(identity)
+    assert started.hparams["reward.w_novelty"].number_value == 0.5
+    assert started.hparams["model.name"].string_value == "tiny-stream"
+    assert {info.name.tag for info in experiment.metric_infos} == set(HPARAMS_METRICS) <= set(steps)
