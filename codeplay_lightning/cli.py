@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import version
 from types import ModuleType
+from typing import NoReturn
 
 from codeplay_lightning.allocator import relaunch_under_jemalloc
 from codeplay_lightning.commands import (
@@ -19,7 +21,9 @@ from codeplay_lightning.commands import (
     compare,
     corpus,
     cwm,
+    env,
     evaluate,
+    export,
     sft,
     sweep,
     synthesis_table,
@@ -31,6 +35,7 @@ from codeplay_lightning.commands.output import printable
 
 COMMANDS: dict[str, ModuleType] = {
     "train": train,
+    "export": export,
     "verify": verify,
     "corpus": corpus,
     "actions": actions,
@@ -41,12 +46,21 @@ COMMANDS: dict[str, ModuleType] = {
     "compare": compare,
     "sweep": sweep,
     "cwm": cwm,
+    "env": env,
 }
 TRAINING = ("train", "sft", "sweep")  # run under jemalloc where it is installed (allocator.py); sweep's runs inherit it
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes in one line, which names the help to read (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="codeplay", description=__doc__.splitlines()[0])
+    root = OneLineParser(prog="codeplay", description=__doc__.splitlines()[0])
+    root.add_argument("--version", action="version", version=f"%(prog)s {version('codeplay_lightning')}")
     commands = root.add_subparsers(dest="command", required=True)
     for name, command in COMMANDS.items():
         command.add_arguments(commands.add_parser(name, help=command.HELP, description=command.HELP))

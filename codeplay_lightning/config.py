@@ -12,6 +12,8 @@ imported: this module needs no torch.
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,6 +205,9 @@ class PPOConfig:
         _require(self.lr > 0 and self.clip_range > 0, "ppo.lr and ppo.clip_range must be > 0")
 
 
+LOGGERS = {"csv": None, "wandb": "wandb", "mlflow": "mlflow"}  # trainer.loggers' names: the package each needs
+
+
 @dataclass
 class TrainerConfig:
     iterations: int = 10  # PPO iterations = Lightning epochs (paper: 50)
@@ -214,6 +219,18 @@ class TrainerConfig:
     strategy: str = "auto"  # "ddp" for several devices / CPU processes
     seed: int = 0  # seeds everything: the same config and seed give the same puzzles
     run_root: str = "runs"  # TensorBoard logs and checkpoints under runs/<name>/version_N
+    # Lightning loggers beside TensorBoard (which the run's folder, `codeplay compare` and the HPARAMS tab use):
+    # csv (<run>/csv/metrics.csv), wandb, mlflow (each set up by its own environment variables)
+    loggers: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in self.loggers:
+            _require(name in LOGGERS, f"trainer.loggers: {name!r} is none of {', '.join(LOGGERS)}")
+            package = LOGGERS[name]
+            _require(
+                package is None or importlib.util.find_spec(package) is not None,
+                f"trainer.loggers: {name} needs the {package} package: pip install {package}",
+            )
 
 
 @dataclass
@@ -265,6 +282,7 @@ NOT_IDENTITY = {
     "trainer.devices",
     "trainer.strategy",
     "trainer.run_root",
+    "trainer.loggers",
 }
 
 
@@ -293,6 +311,21 @@ def identity_difference(saved: dict, wanted: dict) -> str | None:
     return None
 
 
+def resume_checkpoint(config: TrainConfig, resume: str) -> Path:
+    """The checkpoint `resume` names: a path, or "auto", the newest runs/<name>/version_N/checkpoints/last.ckpt of
+    `config`'s runs; refused in one line (ConfigError) when there is none. Whether it fits `config` is
+    `train.find_checkpoint`'s question (it reads the checkpoint, with torch)."""
+    if resume != "auto":
+        if not Path(resume).is_file():
+            raise ConfigError(f"checkpoint {resume} does not exist")
+        return Path(resume)
+    run_folder = Path(config.trainer.run_root, config.name)
+    candidates = [path for path in run_folder.glob("version_*/checkpoints/last.ckpt") if path.parts[-3][8:].isdigit()]
+    if not candidates:
+        raise ConfigError(f"RESUME=auto found no checkpoint under {run_folder}")
+    return max(candidates, key=lambda path: int(path.parts[-3][8:]))
+
+
 def _flattened(tree: dict, prefix: str = "") -> dict[str, object]:
     flat = {}
     for key, value in tree.items():
@@ -315,9 +348,15 @@ def load_config(files: list[str | Path], overrides: list[str] = ()) -> TrainConf
     merged = OmegaConf.structured(TrainConfig)
     for path in map(Path, files):
         if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
+            raise ConfigError(f"config file {path} does not exist{_did_you_mean(path)}")
         try:
             loaded = OmegaConf.load(path)
+        except yaml.MarkedYAMLError as error:
+            mark = error.problem_mark
+            context = f" ({error.context})" if error.context else ""
+            raise ConfigError(
+                f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {error.problem}{context}"
+            ) from None
         except (yaml.YAMLError, OmegaConfBaseException) as error:
             raise ConfigError(f"{path} is not valid YAML: {_one_line(error)}") from None
         if not isinstance(loaded, DictConfig):
@@ -337,7 +376,16 @@ def _merge(config, update, origin: str):
     try:
         return OmegaConf.merge(config, update)
     except OmegaConfBaseException as error:
-        raise ConfigError(f"{origin}: {_one_line(error)}") from None
+        key = getattr(error, "full_key", None)
+        where = f"{origin}: {key}" if key and key not in _one_line(error) else origin
+        raise ConfigError(f"{where}: {_one_line(error)}") from None
+
+
+def _did_you_mean(path: Path) -> str:
+    """`; did you mean ...?` naming the config file in `path`'s folder whose name is nearest, if one is near."""
+    names = [sibling.name for sibling in path.parent.glob("*.yaml")] if path.parent.is_dir() else []
+    nearest = difflib.get_close_matches(path.name, names, n=1)
+    return f"; did you mean {path.parent / nearest[0]}?" if nearest else ""
 
 
 def _one_line(error: Exception) -> str:

@@ -39,12 +39,33 @@ def check_devices(trainer: TrainerConfig) -> None:
         raise ConfigError(
             f"trainer.devices={trainer.devices} but this machine has {torch.cuda.device_count()} CUDA device(s)"
         )
+    major, minor = torch.cuda.get_device_capability()
+    if not runs_on(major, minor, torch.cuda.get_arch_list()):
+        raise ConfigError(
+            f"{torch.cuda.get_device_name()} (compute capability {major}.{minor}) is not among the GPUs torch "
+            f"{torch.__version__} is built for ({' '.join(torch.cuda.get_arch_list())}): install a torch built for "
+            "it (docs/gpu.md)"
+        )
     if trainer.precision.startswith("bf16") and not native_bf16("cuda"):
-        major, minor = torch.cuda.get_device_capability()
         raise ConfigError(
             f"trainer.precision={trainer.precision} needs a GPU from Ampere on (compute capability 8.0); "
             f"{torch.cuda.get_device_name()} is {major}.{minor}: trainer.precision=16-mixed or 32-true"
         )
+
+
+def runs_on(major: int, minor: int, architectures: list[str]) -> bool:
+    """Does a torch built for `architectures` (`torch.cuda.get_arch_list()`: sm_XY kernels, compute_XY PTX) run on
+    a GPU of compute capability major.minor? Kernels run on their major version from their minor on; PTX is compiled
+    for any later GPU. (PyPI's CUDA 13 build starts at 7.5: a V100, 7.0, would fail at its first kernel.)"""
+    for architecture in architectures:
+        kind, _, digits = architecture.partition("_")
+        digits = digits.rstrip("af")  # sm_90a, sm_100f: the same GPUs' architecture-specific features
+        built = (int(digits[:-1]), int(digits[-1]))
+        if (kind == "sm" and built[0] == major and built[1] <= minor) or (
+            kind == "compute" and built <= (major, minor)
+        ):
+            return True
+    return False
 
 
 def resolved_precision(trainer: TrainerConfig) -> str:

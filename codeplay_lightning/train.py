@@ -12,9 +12,10 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Checkpoint, RichProgressBar
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from omegaconf import OmegaConf
 from torch import nn
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
@@ -22,6 +23,7 @@ from codeplay_lightning.config import (
     ConfigError,
     TrainConfig,
     identity_difference,
+    resume_checkpoint,
     run_identity,
     to_yaml,
 )
@@ -29,7 +31,7 @@ from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.devices import check_devices, resolved_precision
 from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
-from codeplay_lightning.models import load_causal_lm
+from codeplay_lightning.models.loading import load_causal_lm, with_lora
 from codeplay_lightning.puzzles import (
     Puzzle,
     fewshot_puzzles,
@@ -39,6 +41,8 @@ from codeplay_lightning.puzzles import (
 )
 from codeplay_lightning.puzzles.files import puzzles_to_solve
 from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.setter.export import CONFIG_KEY
+from codeplay_lightning.setter.progress import Progress
 from codeplay_lightning.setter.records import RunRecords
 from codeplay_lightning.setter.rollout import setter_sampling_prompt
 from codeplay_lightning.setter.selfplay import SelfPlay
@@ -67,6 +71,12 @@ def train(
         )
         return Path(checkpoint).parents[1]
     L.seed_everything(config.trainer.seed, workers=True, verbose=False)
+    log.info(
+        "training on %s, %d device(s), precision %s",
+        config.trainer.accelerator,
+        config.trainer.devices,
+        config.trainer.precision,
+    )
     if policy is None:
         policy, tokenizer = load_causal_lm(config.model.name)
     log.info("policy: %s (%.1fM parameters)", config.model.name, sum(p.numel() for p in policy.parameters()) / 1e6)
@@ -80,6 +90,7 @@ def train(
         version=_version_of(checkpoint) if checkpoint else None,
         default_hp_metric=False,
     )
+    loggers = [logger, *(_other_logger(name, config, logger) for name in config.trainer.loggers)]
     with _sandbox(config) as sandbox:
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
         # with LoRA the initial Solver's model is the policy, which the rollout runs with its adapters off
@@ -102,7 +113,8 @@ def train(
             archive=NoveltyArchive(embedder.get_embedding_dimension()),
             reference_distance=reference_distance,
             generator=generator,
-            records=RunRecords(logger),
+            records=RunRecords(loggers),
+            progress=Progress(config.trainer.iterations),
             selfplay=selfplay,
         )
         module = SetterPPOModule(
@@ -115,7 +127,7 @@ def train(
             identity=run_identity(config),
             rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0,
         )
-        trainer = _trainer(config, logger, rollout, callbacks)
+        trainer = _trainer(config, loggers, rollout, callbacks)
         if trainer.global_rank == 0:  # the first config.yaml stays: a resume writes its own beside it
             Path(logger.log_dir).mkdir(parents=True, exist_ok=True)
             written = f"config.resumed-{_finished_iterations(checkpoint)}.yaml" if checkpoint else "config.yaml"
@@ -142,8 +154,18 @@ def _sandbox(config: TrainConfig) -> Sandbox:
     return sandbox
 
 
+def _other_logger(name: str, config: TrainConfig, tensorboard: TensorBoardLogger) -> Logger:
+    """A `trainer.loggers` logger, naming the run as its folder does (runs/<name>/version_N)."""
+    run_name = f"{config.name}/{Path(tensorboard.log_dir).name}"
+    if name == "csv":
+        return CSVLogger(tensorboard.log_dir, name="", version="csv")
+    if name == "wandb":
+        return WandbLogger(project="codeplay_lightning", name=run_name)
+    return MLFlowLogger(experiment_name="codeplay_lightning", run_name=run_name)
+
+
 def _trainer(
-    config: TrainConfig, logger: TensorBoardLogger, rollout: RolloutCallback, callbacks: Sequence[L.Callback]
+    config: TrainConfig, loggers: list[Logger], rollout: RolloutCallback, callbacks: Sequence[L.Callback]
 ) -> L.Trainer:
     """One Lightning epoch per PPO iteration, its steps the PPO minibatches, checkpointed after each iteration."""
     return L.Trainer(
@@ -152,17 +174,18 @@ def _trainer(
         accelerator=config.trainer.accelerator,
         devices=config.trainer.devices,
         strategy=config.trainer.strategy,
-        logger=logger,
+        logger=loggers,
         log_every_n_steps=1,
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
         gradient_clip_val=config.ppo.max_grad_norm,
         accumulate_grad_batches=config.ppo.accumulate_grad_batches,
         plugins=[StreamingCheckpointIO()],
+        enable_progress_bar=False,  # the rollout callback's Progress shows the whole iteration, not the PPO steps
+        enable_model_summary=False,  # the policy's size is logged as it loads
         callbacks=[
             rollout,
-            RichProgressBar(),
-            IterationCheckpoint(Path(logger.log_dir) / "checkpoints" / "last.ckpt"),
+            IterationCheckpoint(Path(loggers[0].log_dir) / "checkpoints" / "last.ckpt", config),
             *callbacks,
         ],
     )
@@ -172,14 +195,19 @@ class IterationCheckpoint(Checkpoint):
     """Writes `last.ckpt` after every PPO iteration, so a crash loses at most the iteration under way.
     (`ModelCheckpoint(save_last=True, save_top_k=0)` writes `last` only when fit ends, and never a
     step-less run such as the `none` preset's before then.) Being a `Checkpoint`, it runs after
-    every other epoch-end hook, so the iteration's puzzles and logs are on disk first."""
+    every other epoch-end hook, so the iteration's puzzles and logs are on disk first. Every checkpoint
+    carries the run's config (`codeplay export` reads it)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, config: TrainConfig):
         self.path = path
+        self.config = OmegaConf.to_container(OmegaConf.structured(config))
+
+    def on_save_checkpoint(self, trainer: L.Trainer, module: L.LightningModule, checkpoint: dict) -> None:
+        checkpoint[CONFIG_KEY] = self.config
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        # under DDP rank 0's progress bar has all-reduced the epoch's metrics (sync_dist): the other
-        # ranks join those all-reduces here, before the checkpoint's own collectives, or they hang
+        # under DDP the epoch's metrics are all-reduced (sync_dist) when first read: every rank reads them here,
+        # in the same order, before the checkpoint's own collectives, or the ranks hang
         _ = trainer.callback_metrics
         trainer.save_checkpoint(self.path)  # written to a temporary file, then moved over the old one
 
@@ -213,18 +241,8 @@ def _trainable(policy, config: TrainConfig):
     weight-sharing copy of the policy taken before the Setter's adapters go in; otherwise one frozen copy serves
     as all three."""
     if config.model.lora_rank:
-        from peft import LoraConfig, get_peft_model
-
         initial = sharing_copy(policy) if config.selfplay.learns else None
-
-        lora = LoraConfig(
-            r=config.model.lora_rank,
-            lora_alpha=config.model.lora_alpha,
-            lora_dropout=0.0,
-            target_modules=list(config.model.lora_targets),
-            task_type="CAUSAL_LM",
-        )
-        return get_peft_model(policy, lora), None, initial
+        return with_lora(policy, config.model), None, initial
     frozen = copy.deepcopy(policy).requires_grad_(False).eval()
     if config.trainer.precision.startswith("bf16"):
         frozen = frozen.to(torch.bfloat16)  # it only samples and scores: bf16 weights sample fastest
@@ -314,27 +332,18 @@ def _reference_distance(config: TrainConfig, embedder) -> float:
 
 
 def find_checkpoint(config: TrainConfig, resume: str) -> str:
-    """`resume` as a path, or "auto": the newest runs/<name>/version_N/checkpoints/last.ckpt; refused in one line
-    (ConfigError) when it is unreadable or was made for another run than `config` describes (`run_identity`)."""
-    if resume != "auto":
-        if not Path(resume).is_file():
-            raise ConfigError(f"checkpoint {resume} does not exist")
-        try:
-            saved = torch.load(resume, map_location="cpu", weights_only=False, mmap=True)
-        except Exception as error:  # noqa: BLE001 - any way of being unreadable
-            raise ConfigError(
-                f"checkpoint {resume} is unreadable ({type(error).__name__}); not starting afresh"
-            ) from None
-        if (difference := identity_difference(saved.get("codeplay", {}), run_identity(config))) is not None:
-            raise ConfigError(f"{resume}: {difference}")
-        return resume
-    candidates = sorted(
-        Path(config.trainer.run_root, config.name).glob("version_*/checkpoints/last.ckpt"),
-        key=lambda path: int(_version_of(str(path))),
-    )
-    if not candidates:
-        raise ConfigError(f"RESUME=auto found no checkpoint under {Path(config.trainer.run_root, config.name)}")
-    return find_checkpoint(config, str(candidates[-1]))
+    """`resume` as a path, or "auto" (`resume_checkpoint`); refused in one line (ConfigError) when it is unreadable
+    or was made for another run than `config` describes (`run_identity`)."""
+    checkpoint = str(resume_checkpoint(config, resume))
+    try:
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as error:  # noqa: BLE001 - any way of being unreadable
+        raise ConfigError(
+            f"checkpoint {checkpoint} is unreadable ({type(error).__name__}); not starting afresh"
+        ) from None
+    if (difference := identity_difference(saved.get("codeplay", {}), run_identity(config))) is not None:
+        raise ConfigError(f"{checkpoint}: {difference}")
+    return checkpoint
 
 
 def _finished_iterations(checkpoint: str) -> int:

@@ -1,30 +1,17 @@
 #!/usr/bin/env bash
 # Fills .gpu/ (ignored by git; carried to the GPU machine, which reaches no network) with what its image lacks:
-# wheels for its CPython 3.12 on x86-64 (our pinned transformers, omegaconf, hnswlib, gymnasium for `cwm
+# wheels for its CPython 3.12 on x86-64 (our pinned transformers, omegaconf, chroma-hnswlib, gymnasium for `cwm
 # synthesize`), SmolLM2's tokenizer and a small CWM data set. Run once, here, after `make install` (about a
 # minute); then print what a run would carry against the 64 MiB limit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GPU=.gpu
-PYTHON312=${PYTHON312:-python3.12}
 PLATFORM="--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 mkdir -p "$GPU/wheels"
 # shellcheck disable=SC2086 # PLATFORM is a list of options
 python3 -m pip download -q --no-deps $PLATFORM -d "$GPU/wheels" \
-    transformers==5.24.0 omegaconf==2.4.0 gymnasium==0.29.1 farama-notifications==0.0.4
-if ! compgen -G "$GPU/wheels/hnswlib-*.whl" > /dev/null; then
-    # PyPI has hnswlib 0.8.0 as source only: built for 3.12 here, without -march=native (the GPU machine's CPU
-    # may lack this one's instructions), and stripped of its symbols (2.8 MB -> 0.2 MB)
-    "$PYTHON312" -c "" 2> /dev/null || { echo "prepare.sh: no $PYTHON312 to build hnswlib's wheel (PYTHON312=...)"; exit 2; }
-    build=$(mktemp -d)
-    HNSWLIB_NO_NATIVE=1 "$PYTHON312" -m pip wheel -q --no-deps hnswlib==0.8.0 -w "$build"
-    "$PYTHON312" -m pip install -q wheel
-    "$PYTHON312" -m wheel unpack -d "$build/unpacked" "$build"/hnswlib-*.whl
-    strip --strip-unneeded "$build"/unpacked/*/*.so
-    "$PYTHON312" -m wheel pack -d "$GPU/wheels" "$build"/unpacked/*
-    rm -rf "$build"
-fi
+    transformers==5.24.0 omegaconf==2.4.0 chroma-hnswlib==0.7.6 gymnasium==0.29.1 farama-notifications==0.0.4
 .venv/bin/python -m benchmarks.gpu.prepare "$GPU"
 tracked=$(git ls-files -z | du -cb --files0-from=- 2> /dev/null | tail -1 | cut -f1)
 untracked=$(git ls-files -z --others --exclude-standard | du -cb --files0-from=- 2> /dev/null | tail -1 | cut -f1)

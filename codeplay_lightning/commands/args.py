@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeplay_lightning.config import SandboxConfig
 from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers
+from codeplay_lightning.search.driver import METHODS
 
 if TYPE_CHECKING:
     import torch
@@ -49,6 +51,17 @@ def sandbox(args: argparse.Namespace) -> Sandbox:
     from codeplay_lightning.execution import Sandbox
 
     return Sandbox(workers=args.workers, timeout=args.timeout, require_isolation=args.require_isolation)
+
+
+def add_method_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="gif-mcts",
+        metavar="METHOD",
+        help="gif-mcts (default), worldcoder, sample (B independent samples), or an ablation without one action: "
+        "gif-mcts-no-generate, gif-mcts-no-improve, gif-mcts-no-fix",
+    )
 
 
 def add_sampling_options(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +150,15 @@ def device(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: CUDA is not available (torch {torch.__version__})")
     if index and int(index) >= torch.cuda.device_count():
         raise argparse.ArgumentTypeError(f"{text!r}: there are {torch.cuda.device_count()} CUDA devices")
+    return text
+
+
+def existing_file(text: str) -> str:
+    """`text` as the path of a file that exists: a missing input is refused before anything loads."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} does not exist" if not Path(text).exists() else f"{text!r} is not a file"
+        )
     return text
 
 

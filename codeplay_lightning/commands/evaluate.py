@@ -10,7 +10,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeplay_lightning.commands.args import add_model_options, add_sandbox_options, load_model, sandbox
+from codeplay_lightning.commands.args import (
+    add_model_options,
+    add_sandbox_options,
+    existing_file,
+    load_model,
+    sandbox,
+)
 from codeplay_lightning.commands.output import console, progress
 from codeplay_lightning.config import WARMSTART_ALIAS, RolloutConfig, SolverConfig
 
@@ -24,7 +30,9 @@ HELP = "Solver pass@1 and pass@K on a puzzle file, or the Setter's valid, solved
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     task = parser.add_mutually_exclusive_group(required=True)
-    task.add_argument("--puzzles", metavar="FILE", help="P3-format JSON, our corpus JSON or JSONL of {f, g?}")
+    task.add_argument(
+        "--puzzles", type=existing_file, metavar="FILE", help="P3-format JSON, our corpus JSON or JSONL of {f, g?}"
+    )
     task.add_argument("--setter", type=int, metavar="N", help="sample N puzzles from the Setter prompt")
     parser.add_argument(
         "--split", help="only the entries of a corpus file in this split (train, heldout_instances, heldout_families)"

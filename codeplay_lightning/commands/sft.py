@@ -8,6 +8,7 @@ import json
 import logging
 
 from codeplay_lightning.allocator import keep_freed_memory_on_cpu
+from codeplay_lightning.commands.args import existing_file
 from codeplay_lightning.config import EMBEDDED_ALIAS
 
 HELP = "supervised fine-tuning on puzzles in the prompts' few-shot format, and on the code search's actions"
@@ -17,13 +18,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "sources",
         nargs="+",
+        type=existing_file,
         metavar="SOURCE",
         help="our corpus JSON (its train split), P3's puzzles.json (with --p3-split), JSONL of {f, g}, or the "
         "JSONL of action examples that codeplay actions writes",
     )
     parser.add_argument("--model", default=EMBEDDED_ALIAS, help="hub id, local directory or smollm2-135m")
     parser.add_argument("--out", required=True, help="output directory: a model spec usable everywhere")
-    parser.add_argument("--p3-split", help="P3's split.json: only its train classes of a P3 puzzles.json are used")
+    parser.add_argument(
+        "--p3-split", type=existing_file, help="P3's split.json: only its train classes of a P3 puzzles.json are used"
+    )
     parser.add_argument("--lora-rank", type=int, default=0, help="0: full fine-tune; > 0: LoRA on every linear layer")
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps")
     parser.add_argument("--batch-size", type=int, default=8, help="packed sequences per step")

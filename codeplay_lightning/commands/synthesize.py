@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from codeplay_lightning.commands.args import (
+    add_method_option,
     add_model_options,
     add_sampling_options,
     add_sandbox_options,
@@ -29,9 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="p3 with a puzzle file (as for evaluate --puzzles) or 'bundled' (the bundled puzzles); "
         "apps with an APPS problem directory or a directory of them",
     )
-    parser.add_argument(
-        "--method", default="gif-mcts", help="gif-mcts (default), worldcoder, or sample (B independent samples)"
-    )
+    add_method_option(parser)
     parser.add_argument("--budget", type=int, default=50, metavar="B", help="LLM calls per task (paper: 50)")
     add_model_options(parser, llm=EMBEDDED_ALIAS)
     parser.add_argument(

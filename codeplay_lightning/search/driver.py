@@ -5,12 +5,14 @@ together; a server gets them concurrently). A search's calls are the same as whe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.search.baselines import PlainSampling, WorldCoder
 from codeplay_lightning.search.gif_mcts import GifMcts, GifMctsConfig, SearchResult
 from codeplay_lightning.search.tasks import Task
+
+if TYPE_CHECKING:  # the LLM package loads torch: `codeplay synthesize` checks its --method before that
+    from codeplay_lightning.llm.interface import LLM
 
 # The paper's method, its baselines (§5.1) and its ablations, each without one action type (app. B, table 6).
 ABLATIONS = {f"gif-mcts-no-{action}": action for action in ("generate", "improve", "fix")}

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from torch.utils.tensorboard.summary import hparams
 
+from codeplay_lightning.setter.progress import iteration_counts
 from codeplay_lightning.setter.rollout import ScoredPuzzle
 from codeplay_lightning.setter.selfplay import mean_pass_rate
 
@@ -43,11 +45,13 @@ class RankRollout:
 
 
 class RunRecords:
-    """The run's records through `logger` (its directory and TensorBoard writer). Every rank counts the puzzles
-    (`puzzles_generated`, over all ranks, which a checkpoint keeps); rank 0 (`writes`) writes."""
+    """The run's records through `loggers`: the first is TensorBoard's (the run's directory, its writer for the
+    puzzle-indexed tags and texts); each gets the settings and the per-iteration metrics. Every rank counts the
+    puzzles (`puzzles_generated`, over all ranks, which a checkpoint keeps); rank 0 (`writes`) writes."""
 
-    def __init__(self, logger: TensorBoardLogger):
-        self.logger = logger
+    def __init__(self, loggers: Sequence[Logger]):
+        self.logger: TensorBoardLogger = loggers[0]
+        self.loggers = loggers
         self.writes = True  # set per rank by the callback's setup
         self.puzzles_generated = 0
         self.recent = {name: deque(maxlen=SMOOTHING) for name in ("difficulty", "novelty", "total")}
@@ -71,7 +75,8 @@ class RunRecords:
         if not self.writes:
             return
         params = {key: value if isinstance(value, int | float | str) else str(value) for key, value in identity.items()}
-        self.logger.log_hyperparams(params)
+        for logger in self.loggers:
+            logger.log_hyperparams(params)
         for summary in hparams(params, dict.fromkeys(HPARAMS_METRICS, 0.0)):  # the metrics' names only
             self.logger.experiment.file_writer.add_summary(summary)
 
@@ -100,17 +105,17 @@ class RunRecords:
                     )
                 record = puzzle_record(puzzle, initial_difficulty, iteration=iteration, index=self.puzzles_generated)
                 handle.write(json.dumps(record) + "\n")
-        count = max(len(scored), 1)
+        counts, share = iteration_counts(scored), max(len(scored), 1)
         both = [(p.difficulty, d) for p, d in zip(scored, initial) if d is not None]
-        self.logger.log_metrics(
+        self._log_metrics(
             {
                 "rollout/puzzles": len(scored),
-                "rollout/valid_frac": sum(p.valid for p in scored) / count,
-                "rollout/solved_frac": sum(p.passes > 0 for p in scored) / count,
+                "rollout/valid_frac": counts["valid"] / share,
+                "rollout/solved_frac": counts["solved"] / share,
                 "rollout/truncated": sum(rollout.truncated for rollout in everyone),
                 "rollout/puzzles_per_s": len(scored) / max(max(rollout.seconds for rollout in everyone), 1e-9),
                 "rollout/archive_size": archive_size,
-                **{f"rollout/{key}": float(np.mean([getattr(p, field) for p in scored])) for key, field in MEANS},
+                **{f"rollout/{key}": counts[key] for key in ("R_d", "R_n", "R")},  # the iteration's means
                 # 1/D of the same puzzles for the Solver rewarding them and the initial one (docs/selfplay.md)
                 "solver/pass_rate_current": mean_pass_rate([current for current, _ in both]),
                 "solver/pass_rate_initial": mean_pass_rate([initial for _, initial in both]),
@@ -133,7 +138,7 @@ class RunRecords:
             return
         with (self.run_dir / "iterations.jsonl").open("a") as handle:
             handle.write(json.dumps(record) + "\n")
-        self.logger.log_metrics(
+        self._log_metrics(
             {
                 "time/iteration_s": record["seconds"],
                 "time/outside_models_frac": record["outside_models_frac"],
@@ -151,9 +156,13 @@ class RunRecords:
         with (self.run_dir / "solver.jsonl").open("a") as handle:
             handle.write(json.dumps({"iteration": iteration, **phase}) + "\n")
         if "initial" in phase:
-            self.logger.log_metrics(_pass_metrics(phase["initial"]), step=0)
+            self._log_metrics(_pass_metrics(phase["initial"]), step=0)
         bc = {f"solver/bc_{key}": value for key, value in phase["bc"].items()}
-        self.logger.log_metrics(bc | _pass_metrics(phase["learned"]), step=iteration + 1)
+        self._log_metrics(bc | _pass_metrics(phase["learned"]), step=iteration + 1)
+
+    def _log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        for logger in self.loggers:
+            logger.log_metrics(metrics, step=step)
 
     def state_dict(self) -> dict:
         return {"puzzles_generated": self.puzzles_generated, "recent": {k: list(v) for k, v in self.recent.items()}}
@@ -162,9 +171,6 @@ class RunRecords:
         self.puzzles_generated = state["puzzles_generated"]
         for name, values in state["recent"].items():
             self.recent[name].extend(values)
-
-
-MEANS = (("R_d", "r_difficulty"), ("R_n", "r_novelty"), ("R", "reward"))  # rollout/<key>: the iteration's mean
 
 
 def puzzle_record(puzzle: ScoredPuzzle, initial: float | None, *, iteration: int, index: int) -> dict:

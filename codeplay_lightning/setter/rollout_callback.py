@@ -27,6 +27,7 @@ from codeplay_lightning.config import TrainConfig, run_identity
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.setter.module import SetterPPOModule
+from codeplay_lightning.setter.progress import Progress
 from codeplay_lightning.setter.ranks import from_every_rank, rank
 from codeplay_lightning.setter.records import RankRollout, RunRecords, iteration_record
 from codeplay_lightning.setter.rollout import (
@@ -75,6 +76,7 @@ class RolloutCallback(L.Callback):
         reference_distance: float,
         generator: torch.Generator,
         records: RunRecords,
+        progress: Progress,
         selfplay: SelfPlay | None = None,
     ):
         self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
@@ -83,13 +85,14 @@ class RolloutCallback(L.Callback):
         self.embedder, self.archive, self.reference_distance = embedder, archive, reference_distance
         self.prompt_ids = torch.tensor(tokenizer(setter_prompt)["input_ids"])
         self.generator = generator
-        self.records = records
+        self.records, self.progress = records, progress
         self.selfplay = selfplay
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         # every rank samples different puzzles from the same seed
         self.generator.manual_seed(self.config.trainer.seed * 1000 + trainer.global_rank)
-        self.records.writes = trainer.global_rank == 0
+        self.records.writes = self.progress.shows = trainer.global_rank == 0
+        self.records.settings(run_identity(self.config))  # before Lightning saves hparams.yaml, which it does once
         if self.solver_model is not None:
             self.solver_model.to(trainer.strategy.root_device)
         if self.selfplay is not None:
@@ -98,7 +101,6 @@ class RolloutCallback(L.Callback):
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         # a resume starts from the end of the last iteration its checkpoint finished
         self.records.forget_unfinished(trainer.current_epoch)
-        self.records.settings(run_identity(self.config))
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
         reset_peak_rss()
@@ -107,9 +109,10 @@ class RolloutCallback(L.Callback):
         clock = _Clock()
         sandbox_before = self.sandbox.busy_seconds
         solver_tokens_before = (self.solver_usage.prompt_tokens, self.solver_usage.completion_tokens)
-        rollout = self.config.rollout
+        rollout, iteration = self.config.rollout, trainer.current_epoch
         with torch.no_grad(), rollout_precision(trainer.precision_plugin):
             streams = rank_share(rollout.n_envs, trainer.global_rank, trainer.world_size)
+            self.progress.phase(iteration, f"the Setter samples {streams} streams of {rollout.n_steps} tokens")
             episodes, truncated = generate_episodes(
                 module.policy,
                 self.tokenizer,
@@ -121,6 +124,7 @@ class RolloutCallback(L.Callback):
             )
             clock.lap("setter_sampling")
             texts = [episode.text for episode in episodes]
+            self.progress.phase(iteration, f"the Solver attempts {len(texts)} puzzles, the sandbox judges")
             # a Solver sampling from the frozen weights holds their model: with LoRA, the adapters go off
             on_frozen = self.config.solver.llm == "frozen" and self.selfplay is None
             with module.frozen_weights() if on_frozen else contextlib.nullcontext():
@@ -142,6 +146,7 @@ class RolloutCallback(L.Callback):
             )
             scored = reward_puzzles(texts, judged, distances, self.reference_distance, self.config.reward)
             clock.lap("novelty")
+            self.progress.phase(iteration, "old log-probs and values")
             first_epoch = trainer.datamodule.draw_epoch(len(episodes))  # drawn now: the buffer is scored in it
             buffer, metrics = build_buffer(module, self.prompt_ids, episodes, scored, self.config, first_epoch)
             clock.lap("old_logprobs_and_values")
@@ -155,12 +160,19 @@ class RolloutCallback(L.Callback):
             "solver_completion_tokens": self.solver_usage.completion_tokens - solver_tokens_before[1],
         }
         everyone = from_every_rank(RankRollout(scored, initial, truncated, metrics, clock.total()))
-        self.records.rollout(everyone, trainer.current_epoch, len(self.archive))
+        self.records.rollout(everyone, iteration, len(self.archive))
+        self.progress.rollout([puzzle for rank_rollout in everyone for puzzle in rank_rollout.scored])
+
+    def on_train_batch_end(self, trainer: L.Trainer, module, outputs, batch, batch_index: int) -> None:
+        self.progress.phase(
+            trainer.current_epoch, f"PPO update, minibatch {batch_index + 1}/{trainer.num_training_batches}"
+        )
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: SetterPPOModule) -> None:
         """The Solver's BC phase when one is due (every rank), then where the iteration's time went."""
         self.clock.lap("ppo_update")
         if self.selfplay is not None and self.selfplay.due(trainer.current_epoch):
+            self.progress.phase(trainer.current_epoch, "the Solver learns (a BC phase) and is evaluated")
             phase = self.selfplay.learn(
                 module.sum_over_ranks,
                 trainer.global_rank,
@@ -175,10 +187,12 @@ class RolloutCallback(L.Callback):
         if module.device.type == "cuda":  # what this rank's tensors held at most (the caching allocator keeps more)
             record["peak_gpu_gib"] = torch.cuda.max_memory_allocated(module.device) / 2**30
         self.records.iteration(record)
+        self.progress.iteration(record)
 
     def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         """A learning Solver's weights as a model directory, `solver/` in the run's folder (rank 0): what
-        `codeplay evaluate --llm` takes."""
+        `codeplay evaluate --llm` takes. Then the run's summary."""
+        self.progress.summary()
         if self.selfplay is not None and trainer.global_rank == 0:
             directory = self.records.run_dir / "solver"
             self.selfplay.learner.exported().save_pretrained(directory)

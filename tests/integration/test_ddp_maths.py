@@ -46,7 +46,7 @@ def gradient_and_buffer(
         detach_value_trunk=True,
         identity={},
     )
-    module._trainer = SimpleNamespace(strategy=strategy, world_size=world_size)
+    module._trainer = SimpleNamespace(strategy=strategy, world_size=world_size, current_epoch=0)
     module.log_dict = lambda *args, **kwargs: None  # Lightning's logging needs a Trainer
     episodes, scored = (puzzle[rows] for puzzle in random_puzzles(LENGTHS))
     first_epoch = [torch.arange(len(episodes))]

@@ -1,6 +1,7 @@
 """Config loading and validation: every config file loads; bad settings (those that would crash a rank or train
 on the wrong quantity among them) stop with one line, before torch is imported."""
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,14 @@ from pathlib import Path
 import pytest
 from support import CONFIGS
 
-from codeplay_lightning.config import ConfigError, TrainConfig, identity_difference, load_config, run_identity
+from codeplay_lightning.config import (
+    ConfigError,
+    TrainConfig,
+    identity_difference,
+    load_config,
+    resume_checkpoint,
+    run_identity,
+)
 
 P3_SMALL = Path(__file__).parents[1] / "fixtures" / "p3_small"
 
@@ -95,7 +103,8 @@ def test_every_config_file_loads_and_validates(path):
     "override, message",
     [
         ("ppo.nope=1", "Key 'nope' not in 'PPOConfig'"),
-        ("ppo.lr=fast", "could not be converted"),
+        ("ppo.lr=fast", "ppo.lr: Value 'fast' of type 'str' could not be converted"),
+        ("trainer.loggers=[tensorboard2]", "trainer.loggers: 'tensorboard2' is none of csv, wandb, mlflow"),
         ("rollout.n_envs=0", "must be >= 1"),
         ("solver.attempts=0", "solver.attempts, batch_size and max_new_tokens must be >= 1"),
         ("solver.temperature=0", "solver.temperature must be > 0"),
@@ -132,7 +141,8 @@ def test_a_pass_rate_reward_with_a_search_solver_is_refused(difficulty, strategy
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("ppo: [1, 2\n", "is not valid YAML"),
+        ("ppo: [1, 2\n", "bad.yaml:2:1: not valid YAML: did not find expected ',' or ']'"),
+        ("name: x\nppo:\n\tlr: 1\n", "bad.yaml:3:1: not valid YAML: found character that cannot start any token"),
         ("- ppo\n- lr\n", "must hold a mapping of keys"),
     ],
 )
@@ -225,6 +235,7 @@ def test_a_checkpoint_whose_settings_are_laid_out_otherwise_is_refused_as_anothe
         ("gpu", 2, "bf16-mixed", True, 1, (9, 0), "trainer.devices=2 but this machine has 1 CUDA device"),
         ("auto", 1, "bf16-mixed", True, 1, (7, 5), r"needs a GPU from Ampere on .* is 7.5: trainer.precision=16-mixed"),
         ("gpu", 1, "16-mixed", True, 1, (7, 5), None),
+        ("gpu", 1, "16-mixed", True, 1, (7, 0), r"a test GPU \(compute capability 7.0\) is not among the GPUs torch"),
         ("cpu", 4, "bf16-mixed", False, 0, None, None),  # CPU processes: no GPU asked for
     ],
 )
@@ -240,6 +251,7 @@ def test_what_the_machine_cannot_run_is_refused_in_one_line_before_loading(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a test GPU")
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: CUDA13_ARCHITECTURES)
     trainer = TrainerConfig(accelerator=accelerator, devices=devices, precision=precision)
     if message is None:
         check_devices(trainer)
@@ -247,3 +259,56 @@ def test_what_the_machine_cannot_run_is_refused_in_one_line_before_loading(
         with pytest.raises(ConfigError, match=message) as refusal:
             check_devices(trainer)
         assert "\n" not in str(refusal.value)
+
+
+def test_a_mistyped_preset_is_met_with_the_nearest_name():
+    with pytest.raises(
+        ConfigError, match=r"configs/balancd.yaml does not exist; did you mean .*configs/balanced.yaml\?$"
+    ):
+        load_config([CONFIGS / "balancd.yaml"])
+    with pytest.raises(ConfigError, match=r"configs/zzz.yaml does not exist$"):
+        load_config([CONFIGS / "zzz.yaml"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed here")
+def test_a_logger_whose_package_is_missing_is_refused_with_its_install_command():
+    with pytest.raises(ConfigError, match="trainer.loggers: wandb needs the wandb package: pip install wandb"):
+        load_config([CONFIGS / "smoke.yaml"], ["trainer.loggers=[wandb]"])
+    assert load_config([CONFIGS / "smoke.yaml"], ["trainer.loggers=[csv]"]).trainer.loggers == ["csv"]
+
+
+def test_resume_auto_is_the_newest_version_by_number(tmp_path):
+    config = load_config([CONFIGS / "smoke.yaml"], [f"trainer.run_root={tmp_path}"])
+    with pytest.raises(ConfigError, match=f"RESUME=auto found no checkpoint under {tmp_path / 'smoke'}"):
+        resume_checkpoint(config, "auto")
+    for version in (2, 10, 9):
+        (tmp_path / "smoke" / f"version_{version}" / "checkpoints").mkdir(parents=True)
+        (tmp_path / "smoke" / f"version_{version}" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert resume_checkpoint(config, "auto") == tmp_path / "smoke" / "version_10" / "checkpoints" / "last.ckpt"
+    assert resume_checkpoint(config, str(tmp_path / "smoke" / "version_2" / "checkpoints" / "last.ckpt")).parts[-3] == (
+        "version_2"
+    )
+    with pytest.raises(ConfigError, match="checkpoint nowhere.ckpt does not exist"):
+        resume_checkpoint(config, "nowhere.ckpt")
+
+
+CUDA13_ARCHITECTURES = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]  # PyPI's 2.13 build's
+
+
+@pytest.mark.parametrize(
+    ("capability", "architectures", "runs"),
+    [
+        ((9, 0), CUDA13_ARCHITECTURES, True),  # H100
+        ((8, 9), CUDA13_ARCHITECTURES, True),  # L4: sm_86's kernels
+        ((7, 5), CUDA13_ARCHITECTURES, True),  # T4
+        ((7, 0), CUDA13_ARCHITECTURES, False),  # V100: dropped by CUDA 13
+        ((6, 1), CUDA13_ARCHITECTURES, False),
+        ((13, 0), CUDA13_ARCHITECTURES, True),  # a later GPU: compute_120's PTX
+        ((10, 3), ["sm_90a", "sm_100f"], True),
+        ((11, 0), ["sm_90a", "sm_100f"], False),
+    ],
+)
+def test_a_gpu_runs_a_build_with_its_kernels_or_earlier_ptx(capability, architectures, runs):
+    from codeplay_lightning.devices import runs_on
+
+    assert runs_on(*capability, architectures) is runs

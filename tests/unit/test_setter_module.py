@@ -151,7 +151,7 @@ def test_every_collective_gets_its_tensor_on_the_modules_device(tiny_llama, monk
     batch = empty(minibatch(module))
     module.to("meta")
     strategy, optimizer = StrictSum(module, ranks_tokens), CountingOptimizer()
-    monkeypatch.setattr(module, "_trainer", SimpleNamespace(strategy=strategy, world_size=2))
+    monkeypatch.setattr(module, "_trainer", SimpleNamespace(strategy=strategy, world_size=2, current_epoch=0))
     monkeypatch.setattr(module, "log_dict", lambda *args, **kwargs: None)  # Lightning's logging needs a Trainer
     module.optimizer_step(0, 0, optimizer, lambda: module.training_step(batch, 0))
     assert strategy.devices == [torch.device("meta")]

@@ -250,7 +250,6 @@ def test_cli_synthesizes_apps_problems_into_the_default_directory(tiny_model_dir
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        (["--task", "p3", "bundled", "--method", "beam"], "unknown search method 'beam'; choose one of gif-mcts"),
         (["--task", "lean", "bundled"], "unknown task kind 'lean'"),
         (["--task", "p3", "missing.jsonl"], "cannot read missing.jsonl"),
         (["--task", "apps", "missing"], "missing is not a directory"),

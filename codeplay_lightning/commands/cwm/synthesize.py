@@ -7,7 +7,13 @@ import argparse
 import json
 from pathlib import Path
 
-from codeplay_lightning.commands.args import add_model_options, add_sampling_options, load_model, sampling
+from codeplay_lightning.commands.args import (
+    add_method_option,
+    add_model_options,
+    add_sampling_options,
+    load_model,
+    sampling,
+)
 from codeplay_lightning.commands.cwm.inputs import env_ids, sandbox, transitions
 from codeplay_lightning.config import EMBEDDED_ALIAS
 
@@ -17,7 +23,7 @@ HELP = "write models with GIF-MCTS, WorldCoder or plain sampling"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="a directory written by `cwm build`")
     parser.add_argument("--env", required=True, help="comma-separated environment ids, searched together")
-    parser.add_argument("--method", default="gif-mcts", help="gif-mcts (default), worldcoder or sample")
+    add_method_option(parser)
     parser.add_argument(
         "--budget", type=int, default=10, metavar="B", help="LLM calls per environment (paper: 50 Llama 3, 10 GPT-4)"
     )

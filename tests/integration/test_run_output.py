@@ -1,8 +1,13 @@
-"""What TensorBoard shows of a run, read back from its event files: one step axis per iteration (1 to N) for every
-per-iteration tag, the puzzle-indexed tags named as such, and the run's settings in the HPARAMS tab."""
+"""What a user sees of a run: its console lines (one per iteration, a summary at the end) and what TensorBoard shows,
+read back from its event files: one step axis per iteration (1 to N) for every per-iteration tag, the puzzle-indexed
+tags named as such, and the run's settings in the HPARAMS tab."""
 
 from __future__ import annotations
 
+import csv
+import re
+
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 from training_runs import read_puzzles, run, tiny_config
@@ -19,7 +24,7 @@ def events(run_dir) -> EventAccumulator:
 
 
 def test_every_per_iteration_tag_is_on_one_axis_and_the_settings_are_in_hparams(tmp_path, stream_model, char_tokenizer):
-    overrides = ("trainer.iterations=2", "reward.w_novelty=0.5")
+    overrides = ("trainer.iterations=2", "reward.w_novelty=0.5", "trainer.loggers=[csv]")
     run_dir = run(tmp_path, stream_model, char_tokenizer, *overrides)
     accumulator = events(run_dir)
     steps = {tag: [event.step for event in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
@@ -41,3 +46,29 @@ def test_every_per_iteration_tag_is_on_one_axis_and_the_settings_are_in_hparams(
     assert started.hparams["reward.w_novelty"].number_value == 0.5
     assert started.hparams["model.name"].string_value == "tiny-stream"
     assert {info.name.tag for info in experiment.metric_infos} == set(HPARAMS_METRICS) <= set(steps)
+
+    with (run_dir / "csv" / "metrics.csv").open() as handle:  # trainer.loggers: the same per-iteration values
+        rows = list(csv.DictReader(handle))
+    for tag in ("rollout/valid_frac", "ppo/policy_loss", "time/iteration_s"):
+        logged = {int(row["step"]): float(row[tag]) for row in rows if row.get(tag)}
+        assert logged == {event.step: pytest.approx(event.value) for event in accumulator.Scalars(tag)}, tag
+    assert (run_dir / "csv" / "hparams.yaml").read_text() == (run_dir / "hparams.yaml").read_text()
+
+
+def test_the_console_has_a_line_per_iteration_and_a_summary(tmp_path, stream_model, char_tokenizer, caplog):
+    with caplog.at_level("INFO", logger="codeplay_lightning"):
+        run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2")
+    puzzles = read_puzzles(run_dir)
+    lines = [line for line in caplog.messages if line.startswith(("iteration ", "trained "))]
+    assert len(lines) == 3, caplog.messages
+    pattern = (
+        r"iteration (\d)/2: (\d+) puzzles, 0% valid, 0% solved; R_d -1.00, R_n [\d.]+, R -?[\d.]+ "
+        r"\| \d+ s \(.*\) \| [\d.]+ GiB"
+    )
+    for iteration, line in enumerate(lines[:2]):
+        match = re.fullmatch(pattern, line)
+        assert match and int(match.group(1)) == iteration + 1, line
+        assert int(match.group(2)) == sum(p["iteration"] == iteration for p in puzzles)  # random text never parses
+    assert re.fullmatch(
+        rf"trained 2 iterations in [\d.]+ min: {len(puzzles)} puzzles, 0% valid, 0% solved; .*", lines[2]
+    )
