@@ -4,6 +4,7 @@ root."""
 
 import ctypes
 import os
+import stat
 import struct
 import sysconfig
 import time
@@ -74,9 +75,11 @@ def build_root(stdlib: str, module_dirs: list[str], as_root: bool) -> str:
     On a tmpfs every
     page of every file is in memory and every inode is the warden's: nothing a program reads or does changes what
     another one finds cached, and no lock, lease or watch on these files can reach the host or another warden."""
-    files = root_files(stdlib, module_dirs)
+    files = [_real_directory(path) for path in root_files(stdlib, module_dirs)]  # while the host's /tmp is seen
     sizes = sum(os.lstat(path).st_size for path in files)
-    host = os.open("/", os.O_PATH | os.O_DIRECTORY)  # the host's files, after its /tmp is hidden below
+    # the host's files, read through these after its /tmp is hidden below (a venv may live in it): a walk from the
+    # root would cross into the tmpfs mounted on /tmp; one from the old /tmp's own descriptor stays under it
+    host = {"/": os.open("/", os.O_PATH | os.O_DIRECTORY), "/tmp/": os.open("/tmp", os.O_PATH | os.O_DIRECTORY)}
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")  # host /tmp hidden too
     root = ROOT
@@ -87,7 +90,8 @@ def build_root(stdlib: str, module_dirs: list[str], as_root: bool) -> str:
             os.symlink(os.readlink(path), root + path)
     for path in files:
         _copy(host, path, root)
-    os.close(host)
+    for descriptor in host.values():
+        os.close(descriptor)
     for path in ("/tmp", "/etc", "/dev"):
         os.makedirs(root + path, 0o755, exist_ok=True)
     _mount_tmp(root + "/tmp")
@@ -103,18 +107,20 @@ def build_root(stdlib: str, module_dirs: list[str], as_root: bool) -> str:
     return root
 
 
-def _copy(host: int, path: str, root: str) -> None:
-    """The file or link at `path` (read through `host`, the host's root) copied to the same path under `root`."""
-    target = root + _real_directory(path)
+def _copy(host: dict[str, int], path: str, root: str) -> None:
+    """The file or link at `path`, whose directories are links no more (read through `host`: the host's root, and
+    its /tmp), copied to the same path under `root`."""
+    target = root + path
     os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
     if os.path.lexists(target):
         return
-    relative = path.lstrip("/")
-    mode = os.lstat(relative, dir_fd=host).st_mode
-    if os.path.islink(path):
-        os.symlink(os.readlink(relative, dir_fd=host), target)
+    prefix = "/tmp/" if path.startswith("/tmp/") else "/"
+    directory, relative = host[prefix], path.removeprefix(prefix)
+    mode = os.lstat(relative, dir_fd=directory).st_mode
+    if stat.S_ISLNK(mode):
+        os.symlink(os.readlink(relative, dir_fd=directory), target)
         return
-    source = os.open(relative, os.O_RDONLY, dir_fd=host)
+    source = os.open(relative, os.O_RDONLY, dir_fd=directory)
     copy = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o755)
     try:
         while os.sendfile(copy, source, None, 1 << 30):

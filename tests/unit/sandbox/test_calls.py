@@ -101,6 +101,18 @@ def test_modules_are_offered_only_when_asked_for():
     assert verdict.status == "error" and "No module named 'numpy'" in verdict.detail
 
 
+def test_a_module_installed_under_tmp_is_offered_too(tmp_path, monkeypatch):
+    """The root is built after the host's /tmp is hidden: a virtual environment there is read all the same."""
+    (tmp_path / "offered_from_tmp").mkdir()
+    (tmp_path / "offered_from_tmp" / "__init__.py").write_text("VALUE = 7\n")
+    (tmp_path / "linked_from_tmp").symlink_to(tmp_path / "offered_from_tmp")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with Sandbox(workers=1, timeout=2.0, modules=("offered_from_tmp", "linked_from_tmp")) as box:
+        source = "import offered_from_tmp, linked_from_tmp\ndef model(x):\n    return x + offered_from_tmp.VALUE\n"
+        (verdict,) = box.apply([Call(source, "model", 1)])
+    assert (verdict.status, verdict.value) == ("returned", 8), verdict.detail
+
+
 def test_an_uninstalled_module_is_refused_at_once():
     with pytest.raises(ValueError, match="not_a_module_here"):
         Sandbox(modules=("not_a_module_here",))
