@@ -1,10 +1,12 @@
 """A training run as the comparison reads it: `read_run(run_dir)` gives its puzzles (`puzzles.jsonl`, each `index`
 once, the last occurrence kept: a resumed run may have logged some puzzles of its interrupted iteration twice), its
 BC phases' evaluations (`solver.jsonl`) and what its `config.yaml` says (name, weights, seed, self-play). A run still
-training is read as far as it got; a line cut short by a crash is skipped with a note."""
+training is read as far as it got; a line cut short by a crash is skipped with a note. A published run may keep
+its records gzipped (`puzzles.jsonl.gz`, ...): they read the same."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +53,8 @@ def read_runs(run_dirs: list[Path]) -> list[TrainingRun]:
 
 
 def read_run(run_dir: Path) -> TrainingRun:
-    path = run_dir / "puzzles.jsonl"
-    if not path.is_file():
+    path = records_file(run_dir, "puzzles.jsonl")
+    if path is None:
         raise ValueError(f"{run_dir} has no puzzles.jsonl: not a training run directory, or not started")
     notes: list[str] = []
     config = read_config(run_dir, notes)
@@ -60,12 +62,12 @@ def read_run(run_dir: Path) -> TrainingRun:
     puzzles = read_puzzles(path, notes)
     if not puzzles:
         notes.append("no puzzles logged yet: this run is left out of the figure")
-    iterations, finished = config.get("trainer", {}).get("iterations"), run_dir / "iterations.jsonl"
-    if iterations and finished.is_file():
-        done = len({record["iteration"] for line in finished.read_text().splitlines() if (record := _parse(line))})
+    iterations, finished = config.get("trainer", {}).get("iterations"), records_file(run_dir, "iterations.jsonl")
+    if iterations and finished is not None:
+        done = len({record["iteration"] for line in records_lines(finished) if (record := _parse(line))})
         if done < iterations:
             notes.append(f"{done} of {iterations} iterations finished: still training, or stopped")
-    phases = read_phases(run_dir / "solver.jsonl", notes)
+    phases = read_phases(records_file(run_dir, "solver.jsonl"), notes)
     # runs recorded before self-play had a section of its own kept the key under `solver`
     learn_every = config.get("selfplay", config.get("solver", {})).get("learn_every")
     seed = config.get("trainer", {}).get("seed")
@@ -79,6 +81,16 @@ def read_run(run_dir: Path) -> TrainingRun:
         learn_every=learn_every,
         seed=seed,
     )
+
+
+def records_file(run_dir: Path, name: str) -> Path | None:
+    """`run_dir`'s records `name` as the run wrote them, or gzipped (`name`.gz) as a published run keeps them; None
+    when it has neither."""
+    return next((path for path in (run_dir / name, run_dir / f"{name}.gz") if path.is_file()), None)
+
+
+def records_lines(path: Path) -> list[str]:
+    return (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()).decode().splitlines()
 
 
 def read_config(run_dir: Path, notes: list[str]) -> dict:
@@ -105,7 +117,7 @@ def run_label(name: str, config: dict, run_dir: Path) -> str:
 def read_puzzles(path: Path, notes: list[str]) -> list[dict]:
     """Each `index` once, the last occurrence kept (a resumed run regenerates its interrupted iteration)."""
     by_index: dict[int, dict] = {}
-    lines = path.read_text().splitlines()
+    lines = records_lines(path)
     logged = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -125,13 +137,13 @@ def read_puzzles(path: Path, notes: list[str]) -> list[dict]:
     return [by_index[index] for index in sorted(by_index)]
 
 
-def read_phases(path: Path, notes: list[str]) -> dict[int, dict[str, dict]]:
+def read_phases(path: Path | None, notes: list[str]) -> dict[int, dict[str, dict]]:
     """Each evaluation set's summary by BC phase: 0 is the initial Solver's, before any BC; {} without
-    solver.jsonl (a fixed Solver, or no phase yet)."""
-    if not path.is_file():
+    solver.jsonl (None: a fixed Solver, or no phase yet)."""
+    if path is None:
         return {}
     phases: dict[int, dict[str, dict]] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(records_lines(path), 1):
         if not line.strip():
             continue
         record = _parse(line)

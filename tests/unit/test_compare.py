@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from pathlib import Path
@@ -439,3 +440,23 @@ def test_effects_by_run_are_each_seeds_difference_then_the_spread_between_seeds(
     assert f"{test.statistic:+.2f} (2), {test.pvalue:.3f}" in row
     for seed in range(3):  # and each seed's own table, against its own baseline
         assert f"## Against the unrewarded run, seed {seed}" in report
+
+
+def test_gzipped_records_read_as_the_files_the_run_wrote(tmp_path):
+    """A published run may keep puzzles, iterations and BC phases gzipped: each is read, notes included."""
+    written = write_run(
+        tmp_path / "written", "balanced", [puzzle(i) for i in range(1, 6)], tail='{"iteration": 0, "ind'
+    )
+    (written / "iterations.jsonl").write_text("".join(json.dumps({"iteration": i}) + "\n" for i in range(3)))
+    write_phases(written, [{"phase": 1, "initial": {"heldout": evaluation(0.1, 0.3)}, "learned": {}}])
+    published = tmp_path / "published"
+    published.mkdir()
+    (published / "config.yaml").write_bytes((written / "config.yaml").read_bytes())
+    for name in ("puzzles.jsonl", "iterations.jsonl", "solver.jsonl"):
+        (published / f"{name}.gz").write_bytes(gzip.compress((written / name).read_bytes()))
+    plain, packed = read_run(written), read_run(published)
+    assert packed.puzzles == plain.puzzles and len(packed.puzzles) == 5
+    assert packed.phases == plain.phases == {0: {"heldout": evaluation(0.1, 0.3)}, 1: {}}
+    assert packed.notes == plain.notes
+    assert "3 of 8 iterations finished: still training, or stopped" in packed.notes
+    assert any("cut short" in note for note in packed.notes)

@@ -3,6 +3,8 @@ docs/results/ run on the committed records give the committed files, character f
 
 from __future__ import annotations
 
+import gzip
+import shutil
 from pathlib import Path
 
 import pytest
@@ -35,9 +37,22 @@ def test_a_synthesis_table_regenerates_from_its_packed_records(report):
     assert synthesis_table(load_runs(runs), [4, 8, 16], title) == (SYNTHESIS / report).read_text()
 
 
-def test_the_solver_comparison_regenerates_from_its_records(tmp_path):
+@pytest.mark.parametrize("gzipped", [False, True], ids=["as written", "gzipped"])
+def test_the_solver_comparison_regenerates_from_its_records(tmp_path, gzipped):
+    """From the records as the runs wrote them, and gzipped as a published run may keep them."""
     from codeplay_lightning.experiments.compare import compare
 
     runs = [SYNTHESIS / "solver" / "balanced_gif_mcts", SYNTHESIS / "solver" / "balanced_few_shot"]
-    compare(runs, tmp_path)
-    assert (tmp_path / "report.md").read_text() == (SYNTHESIS / "solver" / "report.md").read_text()
+    if gzipped:
+        runs = [packed(run, tmp_path / "runs" / run.name) for run in runs]
+    compare(runs, tmp_path / "out")
+    assert (tmp_path / "out" / "report.md").read_text() == (SYNTHESIS / "solver" / "report.md").read_text()
+
+
+def packed(run: Path, copy: Path) -> Path:
+    copy.mkdir(parents=True)
+    shutil.copy(run / "config.yaml", copy)
+    for records in run.glob("*.jsonl"):
+        (copy / f"{records.name}.gz").write_bytes(gzip.compress(records.read_bytes()))
+    assert {path.name for path in copy.iterdir()} == {"config.yaml", "puzzles.jsonl.gz", "iterations.jsonl.gz"}
+    return copy
