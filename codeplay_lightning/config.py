@@ -320,10 +320,18 @@ def resume_checkpoint(config: TrainConfig, resume: str) -> Path:
             raise ConfigError(f"checkpoint {resume} does not exist")
         return Path(resume)
     run_folder = Path(config.trainer.run_root, config.name)
-    candidates = [path for path in run_folder.glob("version_*/checkpoints/last.ckpt") if path.parts[-3][8:].isdigit()]
+    candidates = list(run_folder.glob("version_[0-9]*/checkpoints/last.ckpt"))
     if not candidates:
         raise ConfigError(f"RESUME=auto found no checkpoint under {run_folder}")
-    return max(candidates, key=lambda path: int(path.parts[-3][8:]))
+    return max(candidates, key=lambda path: run_version(str(path)))
+
+
+def run_version(checkpoint: str) -> int:
+    """N of the runs/<name>/version_N folder that holds `checkpoint`; refused in one line when it is in none."""
+    match = re.search(r"version_(\d+)", checkpoint)
+    if not match:
+        raise ConfigError(f"checkpoint {checkpoint} is not inside a runs/<name>/version_N folder")
+    return int(match.group(1))
 
 
 def _flattened(tree: dict, prefix: str = "") -> dict[str, object]:

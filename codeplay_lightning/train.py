@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from codeplay_lightning.config import (
     identity_difference,
     resume_checkpoint,
     run_identity,
+    run_version,
     to_yaml,
 )
 from codeplay_lightning.corpus import reference_puzzles
@@ -61,8 +61,8 @@ def train(
     and tools that observe a run)."""
     check_devices(config.trainer)
     config = replace(config, trainer=replace(config.trainer, precision=resolved_precision(config.trainer)))
-    checkpoint = find_checkpoint(config, resume) if resume else None
-    if checkpoint and (finished := _finished_iterations(checkpoint)) >= config.trainer.iterations:
+    checkpoint, finished = find_checkpoint(config, resume) if resume else (None, 0)
+    if checkpoint and finished >= config.trainer.iterations:
         log.info(
             "%s finished its %d iterations: nothing to train (resume with trainer.iterations=N, N > %d, to train on)",
             checkpoint,
@@ -87,7 +87,7 @@ def train(
     logger = TensorBoardLogger(
         config.trainer.run_root,
         name=config.name,
-        version=_version_of(checkpoint) if checkpoint else None,
+        version=run_version(checkpoint) if checkpoint else None,
         default_hp_metric=False,
     )
     loggers = [logger, *(_other_logger(name, config, logger) for name in config.trainer.loggers)]
@@ -130,7 +130,7 @@ def train(
         trainer = _trainer(config, loggers, rollout, callbacks)
         if trainer.global_rank == 0:  # the first config.yaml stays: a resume writes its own beside it
             Path(logger.log_dir).mkdir(parents=True, exist_ok=True)
-            written = f"config.resumed-{_finished_iterations(checkpoint)}.yaml" if checkpoint else "config.yaml"
+            written = f"config.resumed-{finished}.yaml" if checkpoint else "config.yaml"
             (Path(logger.log_dir) / written).write_text(to_yaml(config))
         trainer.fit(module, datamodule=BufferDataModule(ppo=config.ppo, seed=config.trainer.seed), ckpt_path=checkpoint)
     return Path(logger.log_dir)
@@ -331,9 +331,9 @@ def _reference_distance(config: TrainConfig, embedder) -> float:
     return distance
 
 
-def find_checkpoint(config: TrainConfig, resume: str) -> str:
-    """`resume` as a path, or "auto" (`resume_checkpoint`); refused in one line (ConfigError) when it is unreadable
-    or was made for another run than `config` describes (`run_identity`)."""
+def find_checkpoint(config: TrainConfig, resume: str) -> tuple[str, int]:
+    """`resume` as a path, or "auto" (`resume_checkpoint`), and the iterations it finished; refused in one line
+    (ConfigError) when it is unreadable or was made for another run than `config` describes (`run_identity`)."""
     checkpoint = str(resume_checkpoint(config, resume))
     try:
         saved = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
@@ -343,15 +343,4 @@ def find_checkpoint(config: TrainConfig, resume: str) -> str:
         ) from None
     if (difference := identity_difference(saved.get("codeplay", {}), run_identity(config))) is not None:
         raise ConfigError(f"{checkpoint}: {difference}")
-    return checkpoint
-
-
-def _finished_iterations(checkpoint: str) -> int:
-    return int(torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)["epoch"]) + 1
-
-
-def _version_of(checkpoint: str) -> int:
-    match = re.search(r"version_(\d+)", checkpoint)
-    if not match:
-        raise ConfigError(f"checkpoint {checkpoint} is not inside a runs/<name>/version_N folder")
-    return int(match.group(1))
+    return checkpoint, int(saved["epoch"]) + 1  # written at an iteration's end, when `epoch` has not counted it
