@@ -14,6 +14,8 @@
   Setter and Solver sampling: goal ≤ 1.5×. Peak RSS: goal ≤ the baseline's. The share of time
   outside the models (sandbox, novelty, glue): goal ≤ 10%. Against the machine: the iteration against
   the FLOPs its models need at this machine's matmul rate, phase by phase: goal ≤ 2×.
+- Solver sampling as `codeplay evaluate` runs it (`engine.py`: 40 puzzles x 8 attempts x 96 tokens) against the
+  tree before the sampling engine refilled finished rows: tokens/s, goal >= 2x, and >= 0.35 of the roofline.
 - Self-play (`selfplay.py`): the initial Solver's re-judge and a BC phase of `configs/selfplay.yaml` against the
   rest of its iterations. Goal: ≤ 30%.
 - The Setter's sampler (streams restarting in place) against Hugging Face `generate` at the same
@@ -120,6 +122,28 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                 " GFLOP/s at 64 and 512 rows; goal <= 2x",
             )
         )
+        print("Solver sampling as `codeplay evaluate` runs it, the tree before the sampling engine then this one ...")
+        from benchmarks.engine import bench_engine
+
+        results["engine"] = engine = bench_engine()
+        rows += [
+            (
+                "Solver sampling tok/s, this tree vs baseline",
+                f"{max(engine['this_tree_tokens_per_s']):.0f} vs {max(engine['baseline_tokens_per_s']):.0f}",
+                engine["workload"],
+            ),
+            ("Solver sampling vs baseline", f"{engine['speedup']:.2f}x", "goal >= 2x"),
+            (
+                "Solver sampling / roofline",
+                f"{engine['this_tree_of_roofline']:.2f}",
+                f"baseline {engine['baseline_of_roofline']:.2f}; goal >= 0.35",
+            ),
+            (
+                "same completions as the baseline",
+                f"{engine['same_completions']:.3f}",
+                "share; rounding differs by batch shape",
+            ),
+        ]
         print("self-play: the initial Solver's re-judge and a BC phase against the rest (configs/selfplay.yaml) ...")
         from benchmarks.selfplay import bench_selfplay
 

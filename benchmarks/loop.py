@@ -70,12 +70,12 @@ def record_puzzles(runs: Path) -> int:
     return len(puzzles.read_text().splitlines())
 
 
-def baseline_tree(directory: Path) -> Path:
-    """The baseline commit's files, unpacked from this repository's history."""
-    archive = subprocess.run(["git", "archive", "--format=tar", BASELINE], capture_output=True)
+def baseline_tree(directory: Path, commit: str = BASELINE) -> Path:
+    """`commit`'s files, unpacked from this repository's history."""
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], capture_output=True)
     if archive.returncode:
         raise RuntimeError(
-            f"git archive {BASELINE} failed (run the benchmarks from a clone with its history): "
+            f"git archive {commit} failed (run the benchmarks from a clone with its history): "
             f"{archive.stderr.decode().strip()}"
         )
     tar_path = directory / "baseline.tar"

@@ -16,13 +16,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.models.loading import load_causal_lm
-from codeplay_lightning.models.sampling import SamplingConfig, common_prefix_length, sample
+from codeplay_lightning.models.sampling import SamplingConfig, sample
 
 OPENAI_PREFIX = "openai:"
 MAX_API_STOP_STRINGS = 4  # the OpenAI API rejects requests with more
-# KV-cache slots a batch may hold: rows x (longest prompt after the prefix all share + max_new_tokens). One long
-# prompt (P3's test split has a 7k-token puzzle) would otherwise pad 32 rows to its length: over 19 GiB and 10
-# minutes for one batch on 2 cores; a Solver's row holds a few hundred slots. 1.5 GiB of bf16 cache for SmolLM2-135M.
+# KV-cache slots the batch may hold: rows x (longest prompt after the prefix all share + max_new_tokens). One long
+# prompt (P3's test split has a 7k-token puzzle) would otherwise give 32 rows its length: over 19 GiB and 10
+# minutes on 2 cores; a Solver's row holds a few hundred slots. 1.5 GiB of bf16 cache for SmolLM2-135M.
 MAX_BATCH_SLOTS = 65_536
 
 
@@ -33,8 +33,8 @@ def chat_text(tokenizer: PreTrainedTokenizerBase, prompt: str) -> str:
 
 
 class HFLLM:
-    """A local causal LM sampled with `models.sampling.sample`, up to `batch_size` prompts at a time
-    (`slot_limited_batches`).
+    """A local causal LM sampled with `models.sampling.sample`, `batch_size` rows at a time (continuous batching:
+    a finished row takes the next prompt), in at most `MAX_BATCH_SLOTS` KV-cache slots.
 
     `chat=True` sends each prompt as a single user message through the tokenizer's chat template;
     `chat=False` continues the raw prompt; `chat=None` decides: chat exactly when the tokenizer has
@@ -73,39 +73,21 @@ class HFLLM:
             seeds = torch.randint(0, 2**62, (len(texts),), generator=self.generator).tolist()
             row_generators = [torch.Generator().manual_seed(seed) for seed in seeds]
 
-        token_ids = self.tokenizer(texts)["input_ids"]
-        completions: list[str] = []
-        for batch in slot_limited_batches(token_ids, self.batch_size, self.sampling.max_new_tokens, MAX_BATCH_SLOTS):
-            with torch.inference_mode():
-                samples = sample(
-                    self.model,
-                    self.tokenizer,
-                    texts[batch],
-                    self.sampling,
-                    row_generators[batch] if row_generators is not None else None,
-                )
-            completions += samples.texts
-            self.usage.completion_tokens += sum(len(token_ids) for token_ids in samples.token_ids)
-        self.usage.prompt_tokens += sum(map(len, token_ids))
+        with torch.inference_mode():
+            samples = sample(
+                self.model,
+                self.tokenizer,
+                texts,
+                self.sampling,
+                row_generators,
+                rows=self.batch_size,
+                max_slots=MAX_BATCH_SLOTS,
+            )
+        self.usage.completion_tokens += sum(len(token_ids) for token_ids in samples.token_ids)
+        self.usage.prompt_tokens += sum(map(len, self.tokenizer(texts)["input_ids"]))
         self.usage.calls += len(prompts)
         self.usage.seconds += time.perf_counter() - started
-        return completions
-
-
-def slot_limited_batches(
-    token_ids: list[list[int]], batch_size: int, max_new_tokens: int, max_slots: int
-) -> list[slice]:
-    """The rows in consecutive batches of at most `batch_size`, each holding at most `max_slots` cache slots:
-    rows x (longest prompt after the prefix all rows share + `max_new_tokens`); a row alone may exceed it."""
-    shared = common_prefix_length(token_ids)  # as `sample` holds it
-    batches, start, longest = [], 0, 0
-    for row, ids in enumerate(token_ids):
-        length = len(ids) - shared + max_new_tokens
-        if row > start and (row - start == batch_size or (row - start + 1) * max(longest, length) > max_slots):
-            batches.append(slice(start, row))
-            start, longest = row, 0
-        longest = max(longest, length)
-    return [*batches, slice(start, len(token_ids))]
+        return samples.texts
 
 
 class OpenAILLM:

@@ -1,14 +1,17 @@
-"""Batched sampling with a KV cache over left-padded prompts, returning the log-probs PPO needs.
+"""Batched sampling with a KV cache, returning the log-probs PPO needs.
 
-A prefill over the left-padded prompts, then one forward per new token on the rows still
-running. A row stops when its decoded continuation contains a stop string or it samples the
-eos token; finished rows are dropped from the batch and the KV cache. The token prefix common to
-all prompts is held once (`shared_prefix`); the KV cache holds each row's own tokens.
+`sample` runs its prompts through a fixed number of batch rows: a prefill of each prompt's own tokens,
+then one forward per new token on every row. A row stops when its decoded continuation contains a stop
+string or it samples the eos token; on the fast path its slots take the next prompt at once
+(continuous batching), so the batch stays full until the prompts run out. The token prefix common to
+all prompts is held once (`shared_prefix`); the KV cache holds each row's own tokens. `sample_streams`
+runs one prompt as streams that restart in place.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,53 +76,126 @@ def sample(
     prompts: Sequence[str],
     config: SamplingConfig,
     generators: Sequence[torch.Generator] | None = None,
+    *,
+    rows: int | None = None,
+    max_slots: int | None = None,
 ) -> Samples:
-    """Sample one continuation per prompt.
+    """Sample one continuation per prompt, at most `rows` at once (None: all at once).
 
-    `generators`, one CPU generator per prompt, make the run reproducible: row i draws its random
-    numbers from `generators[i]` only, so it samples the same tokens whatever batch it is in.
-    Without them the global torch RNG is used. Identical prompts (a Solver's attempts at one
-    puzzle) are prefilled once; on the fast path the token prefix common to all prompts (the
-    few-shot block) is also run and held once. For bf16, load the model in bf16 or call this inside
+    Continuous batching: on the fast path a batch row whose continuation finishes takes the next prompt at
+    once (its prompt's keys and values placed into the row's slots), so every step runs on a full batch
+    until the prompts run out; on the plain path the next `rows` prompts start when a batch has finished.
+    `max_slots` caps the KV cache at `rows` x (a row's longest prompt after the prefix all prompts share +
+    max_new_tokens) slots: prompts too long for that run after the others, in fewer rows.
+
+    `generators`, one CPU generator per prompt, make the run reproducible: prompt i draws its random
+    numbers from `generators[i]` only, so it samples the same tokens whatever batch or row it is in (up to
+    float rounding). Without them the global torch RNG is used. Identical prompts (a Solver's attempts at
+    one puzzle) are prefilled once; on the fast path the token prefix common to all prompts (the few-shot
+    block) is also run and held once. For bf16, load the model in bf16 or call this inside
     `torch.autocast`; the log-probs are then those of a forward pass under the same setting.
     """
     if not prompts:
         raise ValueError("sample() needs at least one prompt")
     if generators is not None and len(generators) != len(prompts):
         raise ValueError(f"got {len(generators)} generators for {len(prompts)} prompts; need one per prompt")
-    n_prompts = len(prompts)
-    new_ids: list[list[int]] = [[] for _ in range(n_prompts)]
-    new_logprobs: list[list[float]] = [[] for _ in range(n_prompts)]
-    finished = [False] * n_prompts
-    rows = list(range(n_prompts))  # rows[b] = prompt index of batch row b
+    if rows is not None and rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    token_ids = tokenizer(list(prompts))["input_ids"]
+    if min(len(ids) for ids in token_ids) == 0:
+        raise ValueError("a prompt tokenizes to no tokens; prompts must not be empty")
+    decoded = _Decoded(tokenizer, config, generators, len(prompts))
+    fast = attention_paths(model).fast
+    shared = common_prefix_length(token_ids) if fast else 0
+    prefix = run_prefix(model, token_ids[0][:shared])[0] if shared else None
+    own_ids = [ids[shared:] for ids in token_ids]
+    for run, run_rows in slot_limited_runs(
+        [len(ids) for ids in own_ids], rows or len(prompts), config.max_new_tokens, max_slots
+    ):
+        if fast:
+            ring = functools.partial(_SlotRing.start, model, prefix, shared, own_ids, config.max_new_tokens, run)
+            _decode(decoded, deque(run), run_rows, ring)
+        else:
+            batch = functools.partial(_WholeContext.for_prompts, model, own_ids, config.max_new_tokens)
+            _decode(decoded, deque(run), run_rows, batch)
+    return decoded.samples()
 
-    context = _context_class(model).for_prompts(model, tokenizer, prompts, config.max_new_tokens)
-    logits = context.logits
-    for step in range(config.max_new_tokens):
-        row_generators = [generators[i] for i in rows] if generators is not None else None
-        uniforms = _uniforms(row_generators, len(rows), logits.device)  # (B,)
+
+def slot_limited_runs(
+    own_lengths: list[int], rows: int, max_new_tokens: int, max_slots: int | None
+) -> list[tuple[list[int], int]]:
+    """The prompts (by index, in order) in at most two runs, each with its rows: those whose
+    own length + `max_new_tokens` fit `max_slots` // `rows` slots a row run in `rows` rows; the longer
+    ones after them, in as many rows as `max_slots` holds at their longest (at least one)."""
+    n_prompts = len(own_lengths)
+    if max_slots is None:
+        return [(list(range(n_prompts)), min(rows, n_prompts))]
+    per_row = max_slots // rows
+    short = [i for i in range(n_prompts) if own_lengths[i] + max_new_tokens <= per_row]
+    long = [i for i in range(n_prompts) if own_lengths[i] + max_new_tokens > per_row]
+    runs = [(short, min(rows, len(short)))] if short else []
+    if long:
+        longest = max(own_lengths[i] for i in long) + max_new_tokens
+        runs.append((long, min(len(long), max(1, max_slots // longest))))
+    return runs
+
+
+class _Decoded:
+    """Each prompt's sampled tokens and log-probs as they come, and the sampling step every context shares."""
+
+    def __init__(self, tokenizer, config: SamplingConfig, generators, n_prompts: int) -> None:
+        self.tokenizer, self.config, self.generators = tokenizer, config, generators
+        self.ids: list[list[int]] = [[] for _ in range(n_prompts)]
+        self.logprobs: list[list[float]] = [[] for _ in range(n_prompts)]
+        self.finished = [False] * n_prompts
+
+    def step(self, logits: torch.Tensor, rows: list[int]) -> tuple[torch.Tensor, list[bool]]:
+        """Sample the next token of each prompt in `rows` from `logits` (B, V); returns the tokens (B,) and,
+        per row, whether its continuation is done (a stop, eos, or max_new_tokens)."""
+        config = self.config
+        row_generators = [self.generators[i] for i in rows] if self.generators is not None else None
         tokens, token_logprobs = pick_tokens(
-            logits,
-            config.temperature,
-            config.top_p,
-            uniforms,  # (B,), (B,)
-            config.top_k,
+            logits, config.temperature, config.top_p, _uniforms(row_generators, len(rows), logits.device), config.top_k
         )
         for i, token, logprob in zip(rows, tokens.tolist(), token_logprobs.tolist()):
-            new_ids[i].append(token)
-            new_logprobs[i].append(logprob)
-        for i, done in zip(rows, _finished(tokenizer, [new_ids[i] for i in rows], config.stop_strings)):
-            finished[i] = done
-        keep = [b for b, i in enumerate(rows) if not finished[i]]
-        if not keep or step == config.max_new_tokens - 1:
-            break
-        if len(keep) < len(rows):  # drop finished rows from the batch and the cache
-            keep_index = torch.tensor(keep, device=logits.device)
-            context.keep(keep_index)
-            tokens, rows = tokens[keep_index], [rows[b] for b in keep]
-        logits = context.advance(tokens)
+            self.ids[i].append(token)
+            self.logprobs[i].append(logprob)
+        stopped = _finished(self.tokenizer, [self.ids[i] for i in rows], config.stop_strings)
+        for i, done in zip(rows, stopped):
+            self.finished[i] = done
+        return tokens, [done or len(self.ids[i]) == config.max_new_tokens for i, done in zip(rows, stopped)]
 
-    return _samples(tokenizer, list(zip(new_ids, new_logprobs, finished)), config.stop_strings)
+    def samples(self) -> Samples:
+        return _samples(self.tokenizer, list(zip(self.ids, self.logprobs, self.finished)), self.config.stop_strings)
+
+
+def _decode(decoded: _Decoded, queue: deque[int], n_rows: int, new_context) -> None:
+    """Sample every prompt in `queue` (indices) in batches of at most `n_rows` rows. `new_context(rows)` starts the
+    prompts `rows`, one per batch row; a context that `refills` takes the next prompt into a finished row at
+    once, another is dropped down to its running rows and the next batch starts when it has none."""
+    while queue:
+        rows = [queue.popleft() for _ in range(min(n_rows, len(queue)))]  # rows[b]: the prompt batch row b runs
+        context = new_context(rows)
+        while True:
+            tokens, done = decoded.step(context.logits, rows)
+            freed = [b for b in range(len(rows)) if done[b]]
+            refilled = freed[: len(queue)] if context.refills else []
+            running = [b for b in range(len(rows)) if not done[b]]
+            kept = sorted(running + refilled)
+            if not kept:
+                break
+            if len(kept) < len(rows):  # drop the rows no prompt is left for, from the batch and the cache
+                index = torch.tensor(kept, device=tokens.device)
+                context.keep(index)
+                tokens, rows = tokens[index], [rows[b] for b in kept]
+                refilled = [kept.index(b) for b in refilled]
+            if running:
+                context.advance(tokens)
+            if refilled:
+                new_rows = [queue.popleft() for _ in refilled]
+                for b, i in zip(refilled, new_rows):
+                    rows[b] = i
+                context.fill(refilled, new_rows)
 
 
 @torch.no_grad()
@@ -208,38 +284,150 @@ def _context_class(model: PreTrainedModel) -> type[_BehindSharedPrefix] | type[_
     return _BehindSharedPrefix if attention_paths(model).fast else _WholeContext
 
 
-def _distinct_token_ids(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str]) -> list[list[int]]:
-    """The token ids of the distinct prompts, in first-seen order."""
-    token_ids = tokenizer(list(dict.fromkeys(prompts)))["input_ids"]
-    if min(len(ids) for ids in token_ids) == 0:
-        raise ValueError("a prompt tokenizes to no tokens; prompts must not be empty")
-    return token_ids
-
-
-def _left_padded(token_ids: list[list[int]], room: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """`token_ids` left-padded, (U, R) (any id pads: it is masked), and the slots that hold a token (U, R + room):
-    False on the padding and the room."""
+def _left_padded(token_ids: list[list[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_ids` left-padded, (U, R) (any id pads: it is masked), and the slots that hold a token (U, R)."""
     length = max(len(ids) for ids in token_ids)
     padded = torch.zeros(len(token_ids), length, dtype=torch.long)
-    real = torch.zeros(len(token_ids), length + room, dtype=torch.bool)
+    real = torch.zeros(len(token_ids), length, dtype=torch.bool)
     for u, ids in enumerate(token_ids):
         padded[u, length - len(ids) :] = torch.tensor(ids)
-        real[u, length - len(ids) : length] = True
+        real[u, length - len(ids) :] = True
     return padded.to(device), real.to(device)
 
 
-def _rows_of_prompts(prompts: Sequence[str], device: torch.device) -> torch.Tensor | None:
-    """(B,) the distinct prompt (in first-seen order) each prompt is, or None when all are distinct."""
-    distinct = {prompt: u for u, prompt in enumerate(dict.fromkeys(prompts))}
-    if len(distinct) == len(prompts):
-        return None
-    return torch.tensor([distinct[prompt] for prompt in prompts], device=device)
+def _distinct(token_ids: list[list[int]], device: torch.device) -> tuple[list[list[int]], torch.Tensor]:
+    """The distinct token lists (first-seen order) and (B,) which of them each row is."""
+    index = {tuple(ids): u for u, ids in enumerate(dict.fromkeys(map(tuple, token_ids)))}
+    return [list(ids) for ids in index], torch.tensor([index[tuple(ids)] for ids in token_ids], device=device)
+
+
+@dataclass(frozen=True)
+class _Prefilled:
+    """A prompt's own tokens run behind the shared prefix: keys and values per layer, (H_kv, r, D) each, in the
+    dtype attention computes in, and the logits (V,) in float32 after its last token."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    logits: torch.Tensor
+
+
+class _SlotRing:
+    """`sample`'s fast path. Behind the shared prefix (`shared_prefix.py`) each batch row holds its own tokens (the
+    rest of its prompt, then what it samples) in a ring of `width` cache columns: each step writes one column
+    for every row, and a row that takes a new prompt gets the prompt's keys and values in the columns just before
+    the next one written. Attention sums over the columns a row sees (`sees`, (B, W)), so their order does not
+    matter (positions are in the keys); a row spans at most its prompt's own length + max_new_tokens - 1 <
+    `width` columns, so no column it sees is written over while it runs. Identical prompts are run once, and
+    held until their last row has taken them."""
+
+    refills = True
+
+    def __init__(self, model, prefix: SharedPrefix | None, shared: int, own_ids, width: int, run: list[int]):
+        self.model, self.prefix, self.shared, self.own_ids, self.width = model, prefix, shared, own_ids, width
+        self.column = max(len(own_ids[i]) for i in run)  # the next column written: room before it for any prompt
+        self.waiting = Counter(tuple(own_ids[i]) for i in run)  # rows still to take each distinct prompt
+        self.prefilled: dict[tuple[int, ...], _Prefilled] = {}
+        self.cache: StaticCache | None = None  # allocated at the first fill, when the batch's rows are known
+
+    @classmethod
+    def start(cls, model, prefix, shared: int, own_ids, max_new_tokens: int, run: list[int], rows: list[int]):
+        """A ring for the prompts `run`, its batch rows starting `rows`."""
+        ring = cls(model, prefix, shared, own_ids, max(len(own_ids[i]) for i in run) + max_new_tokens, run)
+        ring.fill(list(range(len(rows))), rows)
+        return ring
+
+    def fill(self, slots: list[int], rows: list[int]) -> None:
+        """Batch rows `slots` start the prompts `rows`, in that order: the next `logits` are after their prompts."""
+        prompts = [tuple(self.own_ids[i]) for i in rows]
+        self._prefill([prompt for prompt in dict.fromkeys(prompts) if prompt not in self.prefilled])
+        if self.cache is None:
+            self._allocate(len(slots), self.prefilled[prompts[0]])
+        for slot, prompt in zip(slots, prompts):
+            entry = self.prefilled[prompt]
+            columns = (self.column - len(prompt) + torch.arange(len(prompt), device=self.sees.device)) % self.width
+            for layer, keys, values in zip(self.cache.layers, entry.keys, entry.values):
+                layer.keys[slot][:, columns] = keys
+                layer.values[slot][:, columns] = values
+            self.sees[slot] = False
+            self.sees[slot, columns] = True
+            self.positions[slot] = self.shared + len(prompt)
+            self.logits[slot] = entry.logits
+            self.waiting[prompt] -= 1
+            if not self.waiting[prompt]:
+                del self.prefilled[prompt]
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep the batch rows `rows` (B',), in that order."""
+        for layer in self.cache.layers:
+            layer.keys, layer.values = layer.keys[rows], layer.values[rows]
+        self.sees, self.positions, self.logits = self.sees[rows], self.positions[rows], self.logits[rows]
+
+    def advance(self, tokens: torch.Tensor) -> None:
+        """Feed one token per row (B,); the next `logits` (B, V) are in float32."""
+        column = self.column % self.width
+        self.sees[:, column] = True
+        self.written = column
+        output = forward_behind(
+            self.model,
+            self.prefix,
+            tokens[:, None],
+            self.sees[:, None],
+            self.positions,
+            self.cache,
+            own_slots=min(self.column + 1, self.width),  # before the ring wraps, the columns after are empty
+        )
+        self.column, self.positions = self.column + 1, self.positions + 1
+        self.logits = output.logits[:, -1, :].float()
+
+    def _prefill(self, prompts: list[tuple[int, ...]]) -> None:
+        """Run `prompts` (own token ids) behind the prefix, left-padded in one batch, into `prefilled`."""
+        if not prompts:
+            return
+        ids, real = _left_padded([list(prompt) for prompt in prompts], self.model.device)
+        length = ids.shape[1]
+        slots = torch.arange(length, device=ids.device)
+        causal = slots[None, :] <= slots[:, None]  # (R, R)
+        itself = slots[None, :] == slots[:, None]  # a padding token sees itself only
+        sees_own = (real[:, None, :] & causal) | itself  # (U, R, R)
+        position_ids = self.shared + (real.cumsum(dim=1) - 1).clamp(min=0)  # (U, R): C, C + 1, ...
+        cache = _new_cache(self.model, max_cache_len=length)
+        output = forward_behind(self.model, self.prefix, ids, sees_own, position_ids, cache, logits_to_keep=1)
+        logits = output.logits[:, -1].float()
+        for u, prompt in enumerate(prompts):
+            own = slice(length - len(prompt), length)
+            self.prefilled[prompt] = _Prefilled(
+                [layer.keys[u, :, own].clone() for layer in cache.layers],
+                [layer.values[u, :, own].clone() for layer in cache.layers],
+                logits[u],
+            )
+
+    def _allocate(self, n_rows: int, example: _Prefilled) -> None:
+        """The ring of `n_rows` rows, shaped like `example`'s keys and values, and the rows' state."""
+        device = example.logits.device
+        self.cache = StaticCache(config=self.model.config, max_cache_len=self.width)
+        for layer, keys, values in zip(self.cache.layers, example.keys, example.values):
+            layer.keys = keys.new_zeros(n_rows, keys.shape[0], self.width, keys.shape[-1])
+            layer.values = values.new_zeros(n_rows, values.shape[0], self.width, values.shape[-1])
+            layer.is_initialized = True
+            layer.update = functools.partial(_write_column, self, layer)
+        self.sees = torch.zeros(n_rows, self.width, dtype=torch.bool, device=device)
+        self.positions = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
+        self.logits = example.logits.new_empty(n_rows, example.logits.shape[-1])
+
+
+def _write_column(
+    ring: _SlotRing, layer, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A ring layer's update: this step's keys and values (B, H_kv, 1, D) into the column being written."""
+    layer.keys[:, :, ring.written] = key_states[:, :, 0]
+    layer.values[:, :, ring.written] = value_states[:, :, 0]
+    return layer.keys, layer.values
 
 
 class _BehindSharedPrefix:
-    """The fast path: the token prefix common to all rows is run and held once (`shared_prefix.py`); a static
-    cache holds each row's own tokens, [left padding | rest of its prompt | new tokens]. `sees` (B, S) marks
-    the own slots a row attends to; `positions` (B, 1) is each row's next token's position."""
+    """The fast path of `sample_streams`: the prompt is run and held once (`shared_prefix.py`); a static cache
+    holds each stream's own tokens. `sees` (B, S) marks the own slots a row attends to; `positions` (B, 1) is
+    each row's next token's position."""
 
     def __init__(
         self,
@@ -255,27 +443,6 @@ class _BehindSharedPrefix:
         self.model, self.prefix, self.cache, self.sees, self.positions = model, prefix, cache, sees, positions
         self.next_slot, self.logits = next_slot, logits
         self.prompt_length = prompt_length  # streams: the position a restarted stream starts from
-
-    @classmethod
-    def for_prompts(cls, model, tokenizer, prompts: Sequence[str], max_new_tokens: int) -> _BehindSharedPrefix:
-        """The prompts run behind their longest common token prefix, identical prompts once."""
-        device = model.device
-        token_ids = _distinct_token_ids(tokenizer, prompts)
-        shared = common_prefix_length(token_ids)
-        rest_ids, real = _left_padded([ids[shared:] for ids in token_ids], max_new_tokens, device)
-        rest_length = rest_ids.shape[1]
-        prefix = run_prefix(model, token_ids[0][:shared])[0] if shared else None
-        cache = _new_cache(model, max_cache_len=rest_length + max_new_tokens)
-        slots = torch.arange(rest_length + max_new_tokens, device=device)
-        causal = slots[None, :] <= slots[:rest_length, None]  # (R, S)
-        itself = slots[None, :] == slots[:rest_length, None]  # a padding token sees itself only
-        sees_own = (real[:, None, :] & causal) | itself  # (U, R, S)
-        position_ids = shared + (real[:, :rest_length].cumsum(dim=1) - 1).clamp(min=0)  # (U, R): C, C + 1, ...
-        output = forward_behind(model, prefix, rest_ids, sees_own, position_ids, cache, logits_to_keep=1)
-        context = cls(model, prefix, cache, real, position_ids[:, -1:] + 1, rest_length, output.logits[:, -1].float())
-        if (rows := _rows_of_prompts(prompts, device)) is not None:
-            context.keep(rows)
-        return context
 
     @classmethod
     def for_streams(cls, model, prompt_ids: list[int], n_streams: int, n_steps: int) -> _BehindSharedPrefix:
@@ -316,9 +483,11 @@ class _BehindSharedPrefix:
 
 
 class _WholeContext:
-    """The plain path, through the model's own cache: every row holds its whole context in it, contiguous
-    and ending at the latest slot ([padding | prompt | new tokens]), so that a local or sliding window,
-    which counts cache slots, counts positions. `real` (B, S) marks the slots a row attends to."""
+    """The plain path of both samplers, through the model's own cache: every row holds its whole context in it,
+    contiguous and ending at the latest slot ([padding | prompt | new tokens]), so that a local or sliding
+    window, which counts cache slots, counts positions. `real` (B, S) marks the slots a row attends to."""
+
+    refills = False  # `sample`: a finished row is dropped; the next prompts start in a new batch
 
     def __init__(
         self,
@@ -335,23 +504,25 @@ class _WholeContext:
         self.prompt_states: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @classmethod
-    def for_prompts(cls, model, tokenizer, prompts: Sequence[str], max_new_tokens: int) -> _WholeContext:
-        """The distinct prompts, left-padded, run once each."""
-        ids, real = _left_padded(_distinct_token_ids(tokenizer, prompts), max_new_tokens, model.device)
+    def for_prompts(cls, model, token_ids: list[list[int]], max_new_tokens: int, rows: list[int]) -> _WholeContext:
+        """The prompts `rows` (indices into `token_ids`), one per batch row; the distinct ones left-padded and run
+        once each, with room for `max_new_tokens`."""
+        distinct, of_row = _distinct([token_ids[i] for i in rows], model.device)
+        ids, real = _left_padded(distinct, model.device)
         length = ids.shape[1]
-        position_ids = (real[:, :length].cumsum(dim=1) - 1).clamp(min=0)  # (U, L)
+        position_ids = (real.cumsum(dim=1) - 1).clamp(min=0)  # (U, L)
         cache = DynamicCache()  # full layers: a window is applied by the mask, over contiguous slots
         output = model(
             input_ids=ids,
-            attention_mask=real[:, :length],
+            attention_mask=real,
             position_ids=position_ids,
             cache=cache,
             use_cache=True,
             logits_to_keep=1,
         )
+        real = torch.nn.functional.pad(real, (0, max_new_tokens))
         context = cls(model, cache, real, position_ids[:, -1:] + 1, length, output.logits[:, -1].float())
-        if (rows := _rows_of_prompts(prompts, model.device)) is not None:
-            context.keep(rows)
+        context.keep(of_row)
         return context
 
     @classmethod

@@ -56,14 +56,16 @@ def forward_behind(
     position_ids: torch.Tensor,
     cache,
     logits_to_keep: int = 0,
+    own_slots: int | None = None,
 ):
     """The model's forward on `input_ids` (B, q) behind `prefix` (None: no prefix), with `cache` holding
     the rows' own tokens only. `sees_own` (B, q, S) is True where a query sees a slot of the row's own
     cache (after this step's tokens are written); every query sees the whole prefix. A query must see
     at least one slot of its own (its own, if padding), so that no softmax row is empty without a prefix.
-    Attention reads the cache up to the last slot any query sees: a static cache is mostly empty early on."""
-    seen = sees_own.any(dim=0).any(dim=0)  # (S,)
-    own_slots = int(seen.nonzero()[-1]) + 1
+    Attention reads the cache up to the last slot any query sees (`own_slots` when the caller knows it): a
+    static cache is mostly empty early on."""
+    if own_slots is None:
+        own_slots = int(sees_own.any(dim=0).any(dim=0).nonzero()[-1]) + 1
     with using_attention(model, ATTENTION):
         return model(
             input_ids=input_ids,

@@ -59,6 +59,9 @@ class PuzzleResult:
         return difficulty(self.attempts, self.passes)
 
 
+ROWS_PER_CALL = 8  # batches of rows in one LLM call: progress and verification after each call
+
+
 class FewShotSolver:
     """Draws `config.attempts` candidate `g` per puzzle from a frozen LM and verifies them.
 
@@ -78,9 +81,10 @@ class FewShotSolver:
     ) -> list[PuzzleResult]:
         """One result per puzzle, in order.
 
-        Rows go to the LLM `config.batch_size` at a time; a seeded `HFLLM` draws one seed per row in
-        row order, so the samples do not depend on the batch size (up to float rounding).
-        `on_batch_done(rows_done, rows_total)` is called after each batch is sampled and verified;
+        Rows go to the LLM `ROWS_PER_CALL` batches at a time (a local LLM refills its `config.batch_size` rows as
+        they finish, so a call's rows wait for its longest once, not once a batch); a seeded `HFLLM` draws one
+        seed per row in row order, so the samples do not depend on the batch size (up to float rounding).
+        `on_batch_done(rows_done, rows_total)` is called after each call's rows are sampled and verified;
         a row is one (puzzle, attempt).
         """
         attempts = self.config.attempts
@@ -89,8 +93,9 @@ class FewShotSolver:
 
         programs: list[Program] = []
         verdicts: list[Verdict] = []
-        for start in range(0, n_rows, self.config.batch_size):
-            batch = range(start, min(start + self.config.batch_size, n_rows))
+        rows_per_call = ROWS_PER_CALL * self.config.batch_size
+        for start in range(0, n_rows, rows_per_call):
+            batch = range(start, min(start + rows_per_call, n_rows))
             completions = self.llm.complete([prompts[row // attempts] for row in batch])
             batch_programs = [
                 candidate_program(puzzles[row // attempts], text) for row, text in zip(batch, completions)

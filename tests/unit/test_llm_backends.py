@@ -4,14 +4,13 @@ that need no server. The real llama.cpp server is in tests/integration/test_open
 from __future__ import annotations
 
 import copy
-import os
-import random
 import socket
 
 import pytest
 import torch
 
 from codeplay_lightning.llm import HFLLM, OpenAILLM, backends, load_llm
+from codeplay_lightning.models import sampling
 from codeplay_lightning.models.sampling import SamplingConfig, sample
 
 PROMPTS = ["def f(x: int):\n    return x > 3\n", "a", "assert f(g())\n\ndef g():"]
@@ -60,49 +59,24 @@ def test_generator_makes_completions_reproducible_whatever_the_batch_size(tiny_l
     assert completions(32) == one_at_a_time
 
 
-def naive_batches(token_ids, batch_size, max_new_tokens, max_slots):
-    """Grow each batch row by row while it stays within both limits, from a plain recount each time."""
-    shared = min(len(os.path.commonprefix(token_ids)), min(map(len, token_ids)) - 1)  # each row keeps a token
-    batches, batch = [], []
-    for row in range(len(token_ids)):
-        grown = [*batch, row]
-        slots = len(grown) * max(len(token_ids[r]) - shared + max_new_tokens for r in grown)
-        if batch and (len(grown) > batch_size or slots > max_slots):
-            batches.append(batch)
-            grown = [row]
-        batch = grown
-    return [*batches, batch]
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_batches_hold_at_most_batch_size_rows_and_max_slots_cache_slots(seed):
-    rng = random.Random(seed)
-    prefix = [7] * rng.randrange(0, 5)
-    token_ids = [
-        prefix + [rng.randrange(9) for _ in range(rng.choice([1, 3, 8, 40]))] for _ in range(rng.randrange(1, 30))
-    ]
-    batch_size, max_new, max_slots = rng.randrange(1, 9), rng.randrange(0, 6), rng.randrange(10, 120)
-
-    batches = backends.slot_limited_batches(token_ids, batch_size, max_new, max_slots)
-
-    assert [list(range(len(token_ids)))[b] for b in batches] == naive_batches(token_ids, batch_size, max_new, max_slots)
-
-
-def test_a_long_prompt_shrinks_its_batch_and_leaves_the_completions_as_one_at_a_time(
+def test_a_long_prompt_runs_in_fewer_rows_after_the_others_and_leaves_the_completions_as_one_at_a_time(
     tiny_llama, char_tokenizer, monkeypatch
 ):
     prompts = [*PROMPTS, "x" * 60, *PROMPTS]
     monkeypatch.setattr(backends, "MAX_BATCH_SLOTS", 3 * (60 + SAMPLING.max_new_tokens))
-    sampled: list[int] = []
+    runs: list[tuple[list[int], int]] = []
+    decode = sampling._decode
     monkeypatch.setattr(
-        backends,
-        "sample",
-        lambda model, tok, texts, *rest: sampled.append(len(texts)) or sample(model, tok, texts, *rest),
+        sampling,
+        "_decode",
+        lambda decoded, queue, rows, start: runs.append((list(queue), rows)) or decode(decoded, queue, rows, start),
     )
 
     one_at_a_time = seeded_llm(tiny_llama, char_tokenizer, 1, seed=3).complete(prompts)
-    assert seeded_llm(tiny_llama, char_tokenizer, 32, seed=3).complete(prompts) == one_at_a_time
-    assert sampled[len(prompts) :] == [3, 3, 1]  # the long prompt's batch cut at 3 rows
+    runs.clear()
+    assert seeded_llm(tiny_llama, char_tokenizer, 4, seed=3).complete(prompts) == one_at_a_time
+    # 4 rows of up to 51 slots each; the long prompt needs 68, and runs after the others, alone
+    assert runs == [([0, 1, 2, 4, 5, 6], 4), ([3], 1)]
 
 
 def test_chat_mode_applies_the_chat_template(tiny_llama, char_tokenizer):

@@ -56,10 +56,11 @@ def test_streams_restart_and_match_each_stream_alone(model, char_tokenizer, temp
     assert sum(streams.finished) >= len(seeds) + 2  # streams did restart, more than once for some
 
 
-def test_solver_sampling_matches_a_full_forward_and_each_prompt_alone(model, char_tokenizer):
+@pytest.mark.parametrize("rows", [None, 2])  # 2: rows refilled as they finish (continuous batching)
+def test_solver_sampling_matches_a_full_forward_and_each_prompt_alone(model, char_tokenizer, rows):
     config = SamplingConfig(max_new_tokens=14, temperature=0.8, stop_strings=("\n",))
     seeds = list(range(1, len(PROMPTS) + 1))
-    batched = sample(model, char_tokenizer, PROMPTS, config, generators(seeds))
+    batched = sample(model, char_tokenizer, PROMPTS, config, generators(seeds), rows=rows)
     for index, (prompt, seed) in enumerate(zip(PROMPTS, seeds)):
         expected = reference_logprobs(model, char_tokenizer, prompt, batched.token_ids[index], config.temperature)
         torch.testing.assert_close(batched.logprobs[index], expected, atol=1e-4, rtol=1e-4)

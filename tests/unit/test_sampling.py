@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import random
 import string
 
 import pytest
 import torch
 from support import generators, reference_logprobs, stream_alone
 
+from codeplay_lightning.models import sampling
 from codeplay_lightning.models.sampling import (
     Samples,
     SamplingConfig,
@@ -16,6 +18,7 @@ from codeplay_lightning.models.sampling import (
     pick_tokens,
     sample,
     sample_streams,
+    slot_limited_runs,
     token_consistent_prompt,
 )
 
@@ -100,6 +103,65 @@ def test_rows_finish_independently_and_keep_prompt_order(tiny_llama, char_tokeni
         assert stopped.texts[index] == expected_text
         assert stopped.finished[index] == (cut >= 0)
     assert len(stopped.token_ids[1]) < len(free.token_ids[1])
+
+
+BEHIND_FEW_SHOT = [FEW_SHOT + prompt for prompt in PROMPTS * 3] + [FEW_SHOT]  # repeated prompts
+MANY_PROMPTS = {"shared prefix": BEHIND_FEW_SHOT, "no shared prefix": [*BEHIND_FEW_SHOT, "assert f("]}
+
+
+@pytest.mark.parametrize("prompt_set", MANY_PROMPTS)
+@pytest.mark.parametrize("rows", [1, 2, 3])
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_rows_refilled_as_they_finish_sample_what_each_prompt_samples_alone(
+    tiny_llama, char_tokenizer, rows, temperature, prompt_set, monkeypatch
+):
+    """Continuous batching: through 1-3 rows, 10-11 prompts (the ring of each row's own slots wraps over) sample
+    what each samples alone, with a full forward's log-probs; rows are refilled, every prompt once."""
+    prompts = MANY_PROMPTS[prompt_set]
+    fills = []
+    fill = sampling._SlotRing.fill
+    monkeypatch.setattr(
+        sampling._SlotRing, "fill", lambda ring, slots, new: fills.append(len(new)) or fill(ring, slots, new)
+    )
+    config = SamplingConfig(max_new_tokens=10, temperature=temperature, stop_strings=("\n",))
+    seeds = list(range(20, 20 + len(prompts)))
+    together = sample(tiny_llama, char_tokenizer, prompts, config, generators(seeds), rows=rows)
+    assert fills[0] == rows and sum(fills) == len(prompts) and len(fills) > 1
+    for index, (prompt, seed) in enumerate(zip(prompts, seeds)):
+        alone = sample(tiny_llama, char_tokenizer, [prompt], config, generators([seed]))
+        assert torch.equal(together.token_ids[index], alone.token_ids[0])
+        assert together.texts[index] == alone.texts[0] and together.finished[index] == alone.finished[0]
+        expected = reference_logprobs(tiny_llama, char_tokenizer, prompt, together.token_ids[index], temperature)
+        torch.testing.assert_close(together.logprobs[index], expected, atol=1e-4, rtol=1e-4)
+
+
+def naive_runs(own_lengths, rows, max_new_tokens, max_slots):
+    """The two runs, by a plain reading: the prompts that fit a full batch's share of the slots, then the rest in
+    as many rows as the slots hold at their longest."""
+    fits = [own + max_new_tokens <= max_slots // rows for own in own_lengths]
+    short = [i for i, fit in enumerate(fits) if fit]
+    long = [i for i, fit in enumerate(fits) if not fit]
+    runs = [(short, min(rows, len(short)))] if short else []
+    if long:
+        slots_a_row = max(own_lengths[i] for i in long) + max_new_tokens
+        runs.append((long, max(1, min(len(long), max_slots // slots_a_row))))
+    return runs
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_slot_limited_runs_take_every_prompt_once_within_the_slots(seed):
+    rng = random.Random(seed)
+    own_lengths = [rng.choice([1, 3, 8, 40, 200]) for _ in range(rng.randrange(1, 30))]
+    rows, max_new, max_slots = rng.randrange(1, 9), rng.randrange(1, 6), rng.randrange(10, 400)
+    runs = slot_limited_runs(own_lengths, rows, max_new, max_slots)
+    assert runs == naive_runs(own_lengths, rows, max_new, max_slots)
+    assert sorted(i for run, _ in runs for i in run) == list(range(len(own_lengths)))
+    for run, run_rows in runs:
+        assert 1 <= run_rows <= rows
+        assert run_rows == 1 or run_rows * (max(own_lengths[i] for i in run) + max_new) <= max_slots
+    assert slot_limited_runs(own_lengths, rows, max_new, None) == [
+        (list(range(len(own_lengths))), min(rows, len(own_lengths)))
+    ]
 
 
 def test_top_p_draws_only_from_the_nucleus_and_reports_full_vocabulary_logprobs():

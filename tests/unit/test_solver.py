@@ -24,6 +24,7 @@ from codeplay_lightning.solver import (
     SearchSolver,
     candidate_program,
     difficulty,
+    few_shot,
     solver_sampling,
 )
 
@@ -80,7 +81,7 @@ def test_nesting_past_the_parsers_stack_leaves_g_whole_instead_of_raising():
     assert candidate_program(GOOD_MORNING, continuation).g == "def g():" + continuation
 
 
-def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
+def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox, monkeypatch):
     llm = ScriptedLLM(
         [
             '\n    return "morning"',  # good_morning: pass
@@ -92,7 +93,8 @@ def test_passes_and_difficulty_come_from_the_sandbox_verdicts(sandbox):
         ]
     )
     calls: list[tuple[int, int]] = []
-    solver = FewShotSolver(llm, sandbox, EXAMPLES, SolverConfig(attempts=3, batch_size=4))
+    solver = FewShotSolver(llm, sandbox, EXAMPLES, SolverConfig(attempts=3, batch_size=1))
+    monkeypatch.setattr(few_shot, "ROWS_PER_CALL", 4)  # calls of 4 rows
 
     results = solver.solve([GOOD_MORNING, NEGATIVE_ROOT], on_batch_done=lambda *counts: calls.append(counts))
 
