@@ -432,17 +432,17 @@ class _BehindSharedPrefix:
     def __init__(
         self,
         model,
-        prefix: SharedPrefix | None,
+        prefix: SharedPrefix,
         cache: StaticCache,
         sees: torch.Tensor,
         positions: torch.Tensor,
         next_slot: int,
         logits: torch.Tensor,
-        prompt_length: int = 0,
+        prompt_length: int,
     ):
         self.model, self.prefix, self.cache, self.sees, self.positions = model, prefix, cache, sees, positions
         self.next_slot, self.logits = next_slot, logits
-        self.prompt_length = prompt_length  # streams: the position a restarted stream starts from
+        self.prompt_length = prompt_length  # the position a restarted stream starts from
 
     @classmethod
     def for_streams(cls, model, prompt_ids: list[int], n_streams: int, n_steps: int) -> _BehindSharedPrefix:
@@ -458,13 +458,8 @@ class _BehindSharedPrefix:
             positions,
             0,
             first_logits.expand(n_streams, -1),
-            prompt_length=len(prompt_ids),
+            len(prompt_ids),
         )
-
-    def keep(self, rows: torch.Tensor) -> None:
-        """Keep (or repeat) the batch rows `rows` (B',), in that order."""
-        self.cache.reorder_cache(rows)
-        self.sees, self.positions, self.logits = self.sees[rows], self.positions[rows], self.logits[rows]
 
     def advance(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (B,); returns the next logits (B, V) in float32."""
