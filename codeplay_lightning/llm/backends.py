@@ -84,7 +84,7 @@ class HFLLM:
                 max_slots=MAX_BATCH_SLOTS,
             )
         self.usage.completion_tokens += sum(len(token_ids) for token_ids in samples.token_ids)
-        self.usage.prompt_tokens += sum(map(len, self.tokenizer(texts)["input_ids"]))
+        self.usage.prompt_tokens += sum(samples.prompt_lengths)
         self.usage.calls += len(prompts)
         self.usage.seconds += time.perf_counter() - started
         return samples.texts

@@ -66,6 +66,7 @@ class Samples:
     token_ids: list[torch.Tensor]  # (n_i,) int64: generated ids, up to the one completing a stop or eos
     logprobs: list[torch.Tensor]  # (n_i,) float32: log_softmax(logits / T) at each generated id
     finished: list[bool]  # True: stop string or eos reached; False: ran out of max_new_tokens
+    prompt_lengths: list[int]  # tokens of the prompt each continuation followed
 
 
 @torch.no_grad()
@@ -104,7 +105,7 @@ def sample(
     token_ids = tokenizer(list(prompts))["input_ids"]
     if min(len(ids) for ids in token_ids) == 0:
         raise ValueError("a prompt tokenizes to no tokens; prompts must not be empty")
-    decoded = _Decoded(tokenizer, config, generators, len(prompts))
+    decoded = _Decoded(tokenizer, config, generators, [len(ids) for ids in token_ids])
     fast = attention_paths(model).fast
     shared = common_prefix_length(token_ids) if fast else 0
     prefix = run_prefix(model, token_ids[0][:shared])[0] if shared else None
@@ -143,8 +144,10 @@ def slot_limited_runs(
 class _Decoded:
     """Each prompt's sampled tokens and log-probs as they come, and the sampling step every context shares."""
 
-    def __init__(self, tokenizer, config: SamplingConfig, generators, n_prompts: int) -> None:
+    def __init__(self, tokenizer, config: SamplingConfig, generators, prompt_lengths: list[int]) -> None:
         self.tokenizer, self.config, self.generators = tokenizer, config, generators
+        self.prompt_lengths = prompt_lengths
+        n_prompts = len(prompt_lengths)
         self.ids: list[list[int]] = [[] for _ in range(n_prompts)]
         self.logprobs: list[list[float]] = [[] for _ in range(n_prompts)]
         self.finished = [False] * n_prompts
@@ -166,7 +169,8 @@ class _Decoded:
         return tokens, [done or len(self.ids[i]) == config.max_new_tokens for i, done in zip(rows, stopped)]
 
     def samples(self) -> Samples:
-        return _samples(self.tokenizer, list(zip(self.ids, self.logprobs, self.finished)), self.config.stop_strings)
+        continuations = list(zip(self.ids, self.logprobs, self.finished))
+        return _samples(self.tokenizer, continuations, self.prompt_lengths, self.config.stop_strings)
 
 
 def _decode(decoded: _Decoded, queue: deque[int], n_rows: int, new_context) -> None:
@@ -221,7 +225,8 @@ def sample_streams(
     n_streams = len(generators)
     if n_streams < 1 or n_steps < 1:
         raise ValueError("sample_streams needs at least one generator and one step")
-    context = _context_class(model).for_streams(model, tokenizer(prompt)["input_ids"], n_streams, n_steps)
+    prompt_ids = tokenizer(prompt)["input_ids"]
+    context = _context_class(model).for_streams(model, prompt_ids, n_streams, n_steps)
     first_logits, logits = context.logits[:1], context.logits  # (1, V): every continuation's first token; (S, V)
     open_ids: list[list[int]] = [[] for _ in range(n_streams)]
     open_logprobs: list[list[float]] = [[] for _ in range(n_streams)]
@@ -251,20 +256,23 @@ def sample_streams(
     for stream in range(n_streams):
         if open_ids[stream]:
             pieces[stream].append((open_ids[stream], open_logprobs[stream], False))
-    return _samples(tokenizer, [piece for stream_pieces in pieces for piece in stream_pieces], config.stop_strings)
+    continuations = [piece for stream_pieces in pieces for piece in stream_pieces]
+    return _samples(tokenizer, continuations, [len(prompt_ids)] * len(continuations), config.stop_strings)
 
 
 def _samples(
     tokenizer: PreTrainedTokenizerBase,
     continuations: list[tuple[list[int], list[float], bool]],
+    prompt_lengths: list[int],
     stop_strings: tuple[str, ...],
 ) -> Samples:
-    """`Samples` from (token ids, log-probs, finished) per continuation."""
+    """`Samples` from (token ids, log-probs, finished) and its prompt's length per continuation."""
     return Samples(
         texts=[_continuation_text(tokenizer, ids, stop_strings) for ids, _, _ in continuations],
         token_ids=[torch.tensor(ids, dtype=torch.long) for ids, _, _ in continuations],
         logprobs=[torch.tensor(lps, dtype=torch.float32) for _, lps, _ in continuations],
         finished=[finished for _, _, finished in continuations],
+        prompt_lengths=prompt_lengths,
     )
 
 

@@ -226,6 +226,7 @@ def test_result_has_one_entry_per_prompt(tiny_llama, char_tokenizer):
     for token_ids, logprobs in zip(samples.token_ids, samples.logprobs):
         assert token_ids.dtype == torch.long and logprobs.dtype == torch.float32
         assert 1 <= len(token_ids) == len(logprobs) <= 5
+    assert samples.prompt_lengths == [len(prompt) for prompt in PROMPTS]  # one token per character
 
 
 @pytest.mark.parametrize(
@@ -296,6 +297,7 @@ def test_streams_restart_in_place_and_match_each_stream_alone(tiny_llama, char_t
         torch.testing.assert_close(ours, torch.tensor(logprobs), atol=1e-4, rtol=1e-4)
     assert sum(streams.finished) >= len(seeds) + 2  # streams did restart, more than once for some
     assert sum(len(ids) for ids in streams.token_ids) == 30 * len(seeds)  # every step of every stream is used
+    assert streams.prompt_lengths == [len(FEW_SHOT)] * len(streams.texts)
     for text, ids in zip(streams.texts, streams.token_ids):  # text is cut before its stop, as `sample` cuts
         assert char_tokenizer.decode(ids).startswith(text)
 
