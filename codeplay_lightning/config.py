@@ -261,6 +261,11 @@ class TrainConfig:
             "selfplay.learn_every needs solver.strategy=few-shot and solver.llm=frozen: the Solver learns from the "
             f"initial weights, in the few-shot text it samples (got {self.solver.strategy}, {self.solver.llm})",
         )
+        _require(
+            not self.selfplay.learns or self.solver.attempts >= 2,
+            "selfplay.learn_every needs solver.attempts >= 2: the Solver learns from the puzzles it passed in some "
+            "attempts but not all, and with one attempt there are none",
+        )
         if self.reward.combine == "product":
             _require(
                 self.reward.w_difficulty == 1 and self.reward.w_novelty == 1,

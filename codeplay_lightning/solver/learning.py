@@ -3,7 +3,8 @@
 Codeplay's next step (§2, "Solver"): the Solver learns by behavioural cloning (BC) from positive puzzle-solution
 pairs, since PPO on it was unstable and cannot replay old puzzles against forgetting.
 
-- `verified_pairs`: a Solver's attempts the sandbox passed, the only way a generated pair enters the BC data;
+- `verified_pairs`: a Solver's attempts the sandbox passed, at puzzles it did not pass every time: the only way a
+  generated pair enters the BC data;
 - `ReplayBuffer`: the distinct pairs accepted so far, at most `solutions_per_puzzle` a puzzle, and what a phase
   trains on: the pairs new since the last phase, `replay_ratio` times as many older ones, and `corpus_ratio`
   times as many puzzles of our corpus's training split (the warm start's data);
@@ -75,10 +76,14 @@ SumOverRanks = Callable[[torch.Tensor], torch.Tensor]
 
 def verified_pairs(results: Sequence[PuzzleResult]) -> list[Puzzle]:
     """Each attempt the sandbox passed whose program is plain (`plain_solution`), as its puzzle with that program
-    as the one solution, in puzzle and attempt order. The program is the judged text itself."""
+    as the one solution, in puzzle and attempt order, from the puzzles some attempt failed: one every attempt
+    passed is one the Solver already solves (the published run's BC batches on such pairs started at 0.01-0.03
+    nats a token), and cloning it again costs a phase's time for nothing to learn. The program is the judged text
+    itself."""
     return [
         replace(result.puzzle, solutions=(program.g,))
         for result in results
+        if result.passes < result.attempts
         for program, verdict in zip(result.programs, result.verdicts, strict=True)
         if verdict.passed and plain_solution(program.g)
     ]

@@ -68,12 +68,13 @@ SELFPLAY_OVERRIDES = [
     "selfplay.lora_rank=2",
     "selfplay.bc_lr=1e-3",
     "selfplay.bc_batch_size=4",
-    "selfplay.solutions_per_puzzle=5",  # as many as there are right bodies: the cap never refuses a new pair
+    "selfplay.solutions_per_puzzle=5",  # more than there are right bodies: the cap never refuses a new pair
     "selfplay.eval_heldout=2",
     "selfplay.eval_attempts=2",
 ]
-# the bodies the Solver stand-in draws from for `return x == N`: RIGHT ones, then wrong ones
-RIGHT = ("{n}", "{n} * 1", "int('{n}')", "{n} - 1 + 1", "abs({n})")
+# the bodies the Solver stand-in draws from for `return x == N`: RIGHT ones, then wrong ones (often enough that
+# an iteration's attempts seldom all pass: BC learns only from puzzles some attempt failed)
+RIGHT = ("{n}", "{n} * 1", "abs({n})")
 WRONG = ("{n} + 1", "'{n}'")
 TARGET = re.compile(r"return x == (\d+)\n\ndef g\(\):$")
 

@@ -16,11 +16,14 @@ from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.solver.learning import SolverLearner
 
-ANSWERS = {  # each puzzle's candidate bodies; the Solver picks one at random (GOOD_MORNING: never right)
-    SEVEN.f: [f"\n    return {body}" for body in ("7", "3 + 4", "14 // 2", "10 - 3", "int('7')", "7 * 1", "8")],
-    NEGATIVE_ROOT.f: [f"\n    return {body}" for body in ("-12", "-(12)", "-6 * 2", "-24 // 2", "12")],
+# each puzzle's right and wrong bodies; the Solver picks one at random (GOOD_MORNING: never right). Wrong ones
+# often enough that most puzzles are not passed by every attempt, the puzzles BC learns from
+RIGHT = {
+    SEVEN.f: {"7", "3 + 4", "14 // 2", "10 - 3", "int('7')", "7 * 1"},
+    NEGATIVE_ROOT.f: {"-12", "-(12)", "-6 * 2", "-24 // 2"},
 }
-RIGHT = {f: {body.strip() for body in bodies[:-1]} for f, bodies in ANSWERS.items()}  # the last body is wrong
+WRONG = {SEVEN.f: ("8", "6", "'7'", "7.5"), NEGATIVE_ROOT.f: ("12", "-11", "0")}
+ANSWERS = {f: [f"\n    return {body}" for body in (*sorted(RIGHT[f]), *WRONG[f])] for f in RIGHT}
 SELFPLAY = (
     "trainer.iterations=4",
     "selfplay.learn_every=2",
@@ -85,7 +88,7 @@ def test_the_solver_learns_from_verified_passes(tmp_path, stream_model, char_tok
     pairs = learner["replay"]["pairs"]
     assert len(pairs) == phases[0]["bc"]["new_pairs"] + phases[1]["bc"]["new_pairs"]
     for _, f, g, _ in pairs:  # only what the judge passed, each puzzle at most selfplay.solutions_per_puzzle times
-        assert g.split("\n")[1].strip() in RIGHT[f]
+        assert g.split("\n")[1].strip().removeprefix("return ") in RIGHT[f]
     assert max(sum(f == other for _, other, _, _ in pairs) for _, f, _, _ in pairs) <= 5
     lora_b = [tensor for tensor in learner["adapters"] if tensor.abs().sum() > 0]
     assert lora_b and len(lora_b) > len(learner["adapters"]) // 2  # every B started at 0; BC moved them
@@ -110,22 +113,25 @@ class KilledInPhase(Exception):
 def test_a_run_killed_in_a_bc_phase_resumes_exactly(
     tmp_path, stream_model, char_tokenizer, guessing_solvers, monkeypatch
 ):
-    straight = run(tmp_path / "straight", stream_model, char_tokenizer, *SELFPLAY)
+    selfplay = (*SELFPLAY, "selfplay.bc_batch_size=1")  # a step a sequence: a phase of several steps
+    straight = run(tmp_path / "straight", stream_model, char_tokenizer, *selfplay)
+    last_step = read_records(straight, "solver.jsonl")[1]["bc"]["steps"]
+    assert last_step >= 2  # the kill comes after a step of the phase
     step, steps = SolverLearner._step, []
 
     def dying_step(self, *args):
         steps.append(self.phases)
-        if self.phases == 2 and steps.count(2) == 2:  # the second step of the second phase
+        if self.phases == 2 and steps.count(2) == last_step:  # the last step of the second phase
             raise KilledInPhase
         return step(self, *args)
 
     monkeypatch.setattr(SolverLearner, "_step", dying_step)
     with pytest.raises(KilledInPhase):
-        run(tmp_path / "killed", stream_model, char_tokenizer, *SELFPLAY)
+        run(tmp_path / "killed", stream_model, char_tokenizer, *selfplay)
     killed = tmp_path / "killed" / "smoke" / "version_0"
     assert finished_iterations(killed) == 3
     monkeypatch.setattr(SolverLearner, "_step", step)
-    resumed = run(tmp_path / "killed", stream_model, char_tokenizer, *SELFPLAY, resume="auto")
+    resumed = run(tmp_path / "killed", stream_model, char_tokenizer, *selfplay, resume="auto")
 
     for name in ("puzzles.jsonl", "solver.jsonl"):
         assert [without_seconds(r) for r in read_records(resumed, name)] == [

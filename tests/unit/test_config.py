@@ -67,6 +67,9 @@ def test_self_play_settings_are_their_own_section():
         load_config([CONFIGS / "balanced.yaml"], ["solver.learn_every=2"])
     with pytest.raises(ConfigError, match="selfplay.learn_every needs solver.strategy=few-shot and solver.llm=frozen"):
         load_config([CONFIGS / "selfplay.yaml"], ["solver.llm=smollm2-135m"])
+    with pytest.raises(ConfigError, match="selfplay.learn_every needs solver.attempts >= 2"):
+        load_config([CONFIGS / "selfplay.yaml"], ["solver.attempts=1"])
+    assert load_config([CONFIGS / "selfplay.yaml"], ["solver.attempts=2"]).solver.attempts == 2
 
 
 def test_the_paper_scale_normalises_novelty_by_p3s_train_split(tmp_path, monkeypatch):

@@ -400,6 +400,7 @@ def test_learning_on_two_ranks_equals_learning_on_one(tiny_llama, char_tokenizer
 
 
 HONEST = "\n    return 7"
+WRONG = "\n    return 8"
 HOSTILE = {  # continuations of `def g():` for SEVEN, f(x) = x == 7
     "exit": "\n    raise SystemExit(0)",
     "os._exit": "\n    import os\n    os._exit(0)",
@@ -451,13 +452,26 @@ def forged_reply(answer: int) -> str:
 def test_a_forged_reply_passes_the_judge_but_not_into_the_bc_data(sandbox):
     """The judge checks f on whatever answer g's process reports, so a g that forges the report with the right
     answer passes; it never returns that answer in plain Python, and `plain_solution` keeps it out."""
-    config = SolverConfig(attempts=2, batch_size=2)
-    solver = FewShotSolver(ScriptedLLM([forged_reply(7), HONEST]), sandbox, EXAMPLES, config)
+    config = SolverConfig(attempts=3, batch_size=3)
+    solver = FewShotSolver(ScriptedLLM([forged_reply(7), HONEST, WRONG]), sandbox, EXAMPLES, config)
 
     (result,) = solver.solve([SEVEN])
 
-    assert [verdict.status for verdict in result.verdicts] == ["pass", "pass"]
+    assert [verdict.passed for verdict in result.verdicts] == [True, True, False]
     assert verified_pairs([result]) == [replace(SEVEN, solutions=("def g():" + HONEST,))]
+
+
+def test_a_puzzle_every_attempt_passed_gives_no_bc_pair(sandbox):
+    """BC learns from the puzzles the Solver passed at some attempts only: one it passed every time it already
+    solves. The same two passing programs enter when a third attempt fails."""
+    passing = [HONEST, "\n    return 3 + 4"]
+
+    def pairs(continuations: list[str]) -> list[Puzzle]:
+        config = SolverConfig(attempts=len(continuations), batch_size=len(continuations))
+        return verified_pairs(FewShotSolver(ScriptedLLM(continuations), sandbox, EXAMPLES, config).solve([SEVEN]))
+
+    assert pairs(passing) == []
+    assert pairs([*passing, WRONG]) == [replace(SEVEN, solutions=("def g():" + g,)) for g in passing]
 
 
 @pytest.mark.parametrize(
