@@ -16,6 +16,8 @@
   the FLOPs its models need at this machine's matmul rate, phase by phase: goal ≤ 2×.
 - Solver sampling as `codeplay evaluate` runs it (`engine.py`: 40 puzzles x 8 attempts x 96 tokens) against the
   tree before the sampling engine refilled finished rows: tokens/s, goal >= 2x, and >= 0.35 of the roofline.
+- A PPO minibatch's forward + backward with its activations kept and recomputed (`recompute.py`): seconds and
+  the bytes saved for the backward.
 - Self-play (`selfplay.py`): the initial Solver's re-judge and a BC phase of `configs/selfplay.yaml` against the
   rest of its iterations. Goal: ≤ 30%.
 - The Setter's sampler (streams restarting in place) against Hugging Face `generate` at the same
@@ -142,6 +144,23 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                 "same completions as the baseline",
                 f"{engine['same_completions']:.3f}",
                 "share; rounding differs by batch shape",
+            ),
+        ]
+        print("a PPO minibatch with its activations kept, then recomputed (ppo.recompute_activations) ...")
+        from benchmarks.recompute import bench_recompute
+
+        results["recompute"] = recompute = bench_recompute()
+        rows += [
+            (
+                "PPO minibatch s, kept vs recomputed",
+                f"{min(recompute['kept_seconds']):.1f} vs {min(recompute['recomputed_seconds']):.1f}",
+                f"{recompute['action_tokens']} action tokens, {recompute['precision']}",
+            ),
+            ("PPO minibatch recomputed / kept", f"{recompute['time_ratio']:.2f}x", "one more forward pass"),
+            (
+                "GiB saved for the backward, kept vs recomputed",
+                f"{recompute['kept_saved_gib']:.2f} vs {recompute['recomputed_saved_gib']:.2f}",
+                "activations, weights left out",
             ),
         ]
         print("self-play: the initial Solver's re-judge and a BC phase against the rest (configs/selfplay.yaml) ...")

@@ -199,6 +199,9 @@ class PPOConfig:
     whiten_advantages: bool = True  # over the whole iteration's buffer
     max_grad_norm: float = 1.0  # gradient clipping by global norm
     accumulate_grad_batches: int = 1  # minibatches per optimizer step (Lightning's accumulation)
+    # the backward recomputes each pack's forward instead of keeping its activations: a minibatch holds one
+    # pack's at a time, for one more forward pass (docs/training.md, "Memory")
+    recompute_activations: bool = False
 
     def __post_init__(self) -> None:
         _require(self.ppo_epochs >= 1 and self.n_minibatches >= 1, "ppo.ppo_epochs and ppo.n_minibatches must be >= 1")
@@ -279,6 +282,7 @@ NOT_IDENTITY = {
     "reward.reference",  # where P3's files are: the split they give is the identity's
     "reward.reference_split",
     "solver.batch_size",
+    "ppo.recompute_activations",  # the same gradients, kept or recomputed
     "sandbox.workers",
     "sandbox.allow_partial_isolation",
     "trainer.iterations",  # a resume may train on

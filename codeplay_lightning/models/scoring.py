@@ -18,7 +18,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AttentionInterface
+from torch.utils.checkpoint import checkpoint
+from transformers import AttentionInterface, DynamicCache
 
 from codeplay_lightning.models.architectures import attention_paths, using_attention
 from codeplay_lightning.ppo import head_logprobs_and_entropy
@@ -36,18 +37,21 @@ def score_actions(
     temperature: float,
     value_head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     pack_tokens: int = PACK_TOKENS,
+    recompute: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Log-probs, values V(s_t) and entropies of right-padded actions (B, T) after the shared prompt (P,),
     each (B, T), 0 at padding. Log-probs and entropies are those of the sampling distribution (logits divided
     by `temperature`), so the entropy bonus and metric are at that temperature too. `value_head` maps the last
     hidden states (N, H) before the actions to values (N,); None scores without values (the reference model).
-    `pack_tokens`: about how many action tokens a pack holds on the packed path."""
+    `pack_tokens`: about how many action tokens a pack holds on the packed path. `recompute`: each pack (each
+    row on the plain path) runs apart and keeps nothing for the backward, which runs its forward again: the
+    backward then holds one pack's activations at a time, for one more forward pass."""
     real = mask.bool()  # (B, T)
     projection = vocabulary_projection(model)
     if attention_paths(model).fast:
-        hidden, source = _packed_states(model, prompt_ids, action_ids, real, pack_tokens)
+        hidden, source = _packed_states(model, prompt_ids, action_ids, real, pack_tokens, recompute)
     else:
-        hidden, source = _row_states(model, prompt_ids, action_ids, real)
+        hidden, source = _row_states(model, prompt_ids, action_ids, real, recompute)
     targets = torch.zeros(len(hidden), dtype=torch.long, device=mask.device)  # (N,): what each state predicts
     targets[source[real]] = action_ids[real]
     per_state = list(head_logprobs_and_entropy(hidden, projection.weight, projection.bias, targets, temperature))
@@ -70,21 +74,33 @@ def vocabulary_projection(model: nn.Module) -> nn.Linear:
 
 
 def _row_states(
-    model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, real: torch.Tensor
+    model: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, real: torch.Tensor, recompute: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The last hidden states (N, H) before the N real actions, in row-major order, and the (B, T) index of each
-    action's state: one forward over every row's [prompt | actions], right-padded."""
+    action's state: one forward over every row's [prompt | actions], right-padded (`recompute`: one per row)."""
     batch, prompt_length = real.shape[0], len(prompt_ids)
     ids = torch.cat([prompt_ids.expand(batch, -1), action_ids], dim=1)  # (B, P + T)
     attention = torch.cat([real.new_ones(batch, prompt_length), real], dim=1)  # (B, P + T)
     before = torch.zeros_like(attention)  # (B, P + T): the state at p predicts the token at p + 1
     before[:, prompt_length - 1 : -1] = real
-    output = model(
-        input_ids=ids, attention_mask=attention, use_cache=False, output_hidden_states=True, logits_to_keep=1
-    )
+
+    def last_states(rows: slice) -> torch.Tensor:  # (rows, P + T, H)
+        output = model(
+            input_ids=ids[rows],
+            attention_mask=attention[rows],
+            use_cache=False,
+            output_hidden_states=True,
+            logits_to_keep=1,
+        )
+        return output.hidden_states[-1]
+
+    if recompute:
+        states = torch.cat([checkpoint(last_states, slice(b, b + 1), use_reentrant=False) for b in range(batch)])
+    else:
+        states = last_states(slice(None))
     source = torch.zeros(real.shape, dtype=torch.long, device=real.device)
     source[real] = torch.arange(int(real.sum()), device=real.device)
-    return output.hidden_states[-1][before], source
+    return states[before], source
 
 
 def _packed_states(
@@ -93,12 +109,14 @@ def _packed_states(
     action_ids: torch.Tensor,
     real: torch.Tensor,
     pack_tokens: int,
+    recompute: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The last hidden states (N, H) before the actions, and the (B, T) index of each action's state. The prompt
     runs once, at batch 1; the rows' actions run behind it in packs of about `pack_tokens` tokens, each token
     attending to the prompt and to its own row's earlier actions only. The prompt's keys and values depend on
     the weights and stay in the graph; padding only at the ends of packs. Packs, not one sequence: attention's
-    work grows with the pack's length times the prompt's plus its own."""
+    work grows with the pack's length times the prompt's plus its own. The packs run together, or (`recompute`)
+    one at a time, each recomputed in the backward."""
     batch = len(action_ids)
     prompt = model(input_ids=prompt_ids[None], use_cache=True, output_hidden_states=True, logits_to_keep=1)
     # a row's first action is predicted by the prompt's last position, its others by its actions but the
@@ -127,18 +145,35 @@ def _packed_states(
                 ("segments", -1, segments),
             )
         }
-        cache = prompt.cache
-        cache.reorder_cache(torch.zeros(n_packs, dtype=torch.long, device=real.device))  # the prompt per pack
-        with using_attention(model, GROUPED_ATTENTION):
-            rows = model(
-                input_ids=packed["ids"],
-                cache=cache,
-                position_ids=len(prompt_ids) + packed["positions"],
-                output_hidden_states=True,
-                logits_to_keep=1,
-                attention_mask=packed_attention_mask(packed["segments"], packed["positions"], len(prompt_ids)),
+        prompt_states = [(layer.keys, layer.values) for layer in prompt.cache.layers]  # each (1, H_kv, P, D)
+
+        def pack_states(packs: slice) -> torch.Tensor:  # (packs, L, H)
+            ids = packed["ids"][packs]
+            # the prompt's keys and values behind every pack: a cache of its own, since the model appends to it
+            cache = DynamicCache(
+                [
+                    (keys.expand(len(ids), -1, -1, -1), values.expand(len(ids), -1, -1, -1))
+                    for keys, values in prompt_states
+                ]
             )
-        hidden.append(rows.hidden_states[-1].flatten(0, 1)[slots])  # (Q, H)
+            with using_attention(model, GROUPED_ATTENTION):
+                rows = model(
+                    input_ids=ids,
+                    cache=cache,
+                    position_ids=len(prompt_ids) + packed["positions"][packs],
+                    output_hidden_states=True,
+                    logits_to_keep=1,
+                    attention_mask=packed_attention_mask(
+                        packed["segments"][packs], packed["positions"][packs], len(prompt_ids)
+                    ),
+                )
+            return rows.hidden_states[-1]
+
+        if recompute:
+            states = torch.cat([checkpoint(pack_states, slice(g, g + 1), use_reentrant=False) for g in range(n_packs)])
+        else:
+            states = pack_states(slice(None))
+        hidden.append(states.flatten(0, 1)[slots])  # (Q, H)
     predicted = torch.zeros_like(feeds)  # (B, T): the real actions after each row's first
     predicted[:, 1:] = feeds[:, :-1]
     source = torch.zeros(real.shape, dtype=torch.long, device=real.device)

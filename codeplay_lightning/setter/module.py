@@ -105,7 +105,8 @@ class SetterPPOModule(L.LightningModule):
         def values(hidden: torch.Tensor) -> torch.Tensor:  # (N, H) -> (N,)
             return self.value_head(hidden.detach() if self.detach_value_trunk else hidden)
 
-        return score_actions(self.policy, prompt_ids, action_ids, mask, self.temperature, values)
+        recompute = self.ppo.recompute_activations
+        return score_actions(self.policy, prompt_ids, action_ids, mask, self.temperature, values, recompute=recompute)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]  # (B, T)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 
 import pytest
 import torch
@@ -69,9 +70,16 @@ def full_forward_per_row(
 
 
 def ours(
-    model: nn.Module, head: nn.Module, prompt_ids: torch.Tensor, action_ids: torch.Tensor, mask: torch.Tensor
+    model: nn.Module,
+    head: nn.Module,
+    prompt_ids: torch.Tensor,
+    action_ids: torch.Tensor,
+    mask: torch.Tensor,
+    recompute: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return score_actions(model, prompt_ids, action_ids, mask, TEMPERATURE, head, pack_tokens=PACK_TOKENS)
+    return score_actions(
+        model, prompt_ids, action_ids, mask, TEMPERATURE, head, pack_tokens=PACK_TOKENS, recompute=recompute
+    )
 
 
 def gradients(parameters: dict[str, nn.Parameter], scores: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
@@ -87,7 +95,9 @@ def new_head(model: nn.Module) -> ValueHead:
     return ValueHead(model.config.hidden_size, 16)
 
 
-def scores_and_gradients(architecture: str, tokenizer, precision: str, eager: bool, device: str) -> tuple[tuple, tuple]:
+def scores_and_gradients(
+    architecture: str, tokenizer, precision: str, eager: bool, device: str, recompute: bool = False
+) -> tuple[tuple, tuple]:
     """(log-probs, values and entropies by name; every parameter's gradient by name): ours, then the reference's."""
     model = tiny_model(architecture, tokenizer).to(device)
     if eager:  # on the packed path, an additive mask, not SDPA's boolean one
@@ -98,7 +108,7 @@ def scores_and_gradients(architecture: str, tokenizer, precision: str, eager: bo
     prompt_ids, action_ids, mask = inputs(model.config.vocab_size, device)
     autocast = torch.autocast(device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
     results = {}
-    for name, scorer in (("ours", ours), ("reference", full_forward_per_row)):
+    for name, scorer in (("ours", functools.partial(ours, recompute=recompute)), ("reference", full_forward_per_row)):
         with autocast:
             scores = scorer(model, head, prompt_ids, action_ids, mask)
         results[name] = (dict(zip(("logprobs", "values", "entropies"), scores)), gradients(parameters, scores))
@@ -111,12 +121,22 @@ def architecture(request) -> str:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize(("precision", "eager"), [("fp32", False), ("fp32", True), ("bf16", False)])
-def test_scoring_matches_a_full_forward_per_row(architecture, char_tokenizer, precision, eager, device):
+@pytest.mark.parametrize(
+    ("precision", "eager", "recompute"),
+    [
+        ("fp32", False, False),
+        ("fp32", True, False),
+        ("bf16", False, False),
+        ("fp32", False, True),
+        ("bf16", False, True),
+    ],
+)
+def test_scoring_matches_a_full_forward_per_row(architecture, char_tokenizer, precision, eager, recompute, device):
+    """Also with `recompute` (packs or rows run apart, recomputed in the backward): the same scores and gradients."""
     if eager and architecture == "gpt_neo":
         pytest.skip("GPT-Neo's attention is eager only")
     (scores, grads), (expected_scores, expected_grads) = scores_and_gradients(
-        architecture, char_tokenizer, precision, eager, device
+        architecture, char_tokenizer, precision, eager, device, recompute
     )
     tolerance = TOLERANCES[precision]
     for name, score in scores.items():  # 0 at padding, as the reference is made to be
@@ -174,11 +194,57 @@ def test_the_packed_path_would_be_wrong_for_a_windowed_family(architecture, char
     assert (logprobs - expected).abs().max() > 0.1
 
 
-def setter_module(policy: nn.Module) -> SetterPPOModule:
+@pytest.mark.parametrize("architecture", ["llama", "mistral"])  # the packed path and the plain one
+def test_recompute_keeps_a_fraction_of_the_activations_for_the_backward(architecture, char_tokenizer):
+    """What the forward saves for the backward, in bytes of activations (not the weights): with `recompute`, the
+    prompt's and the last hidden states, not the packs' (rows') own, here 6 times the prompt's tokens."""
+    model = tiny_model(architecture, char_tokenizer)
+    head = new_head(model)
+
+    def saved(recompute: bool) -> int:
+        return saved_activation_bytes(
+            [model, head], lambda: ours(model, head, *long_actions(model), recompute=recompute)
+        )
+
+    assert saved(recompute=True) < 0.3 * saved(recompute=False)
+
+
+def test_the_setter_module_recomputes_when_its_config_says(tiny_llama):
+    def saved(recompute: bool) -> int:
+        module = setter_module(copy.deepcopy(tiny_llama), PPOConfig(recompute_activations=recompute))
+        return saved_activation_bytes([module], lambda: module.score(*long_actions(tiny_llama)))
+
+    assert saved(recompute=True) < 0.3 * saved(recompute=False)
+
+
+def long_actions(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A prompt (P,) and 8 rows of actions (8, T) with 6 times its tokens in all, every one real."""
+    generator = torch.Generator().manual_seed(0)
+    prompt_ids = torch.randint(3, model.config.vocab_size, (PROMPT_LENGTH,), generator=generator)
+    action_ids = torch.randint(3, model.config.vocab_size, (8, 6 * PROMPT_LENGTH // 8), generator=generator)
+    return prompt_ids, action_ids, torch.ones(action_ids.shape)
+
+
+def saved_activation_bytes(modules: list[nn.Module], forward) -> int:
+    """Bytes `forward()` saves for the backward, the modules' weights left out."""
+    weights = {parameter.data_ptr() for module in modules for parameter in module.parameters()}
+    saved = []
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.data_ptr() not in weights:
+            saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        forward()
+    return sum(saved)
+
+
+def setter_module(policy: nn.Module, ppo: PPOConfig | None = None) -> SetterPPOModule:
     return SetterPPOModule(
         policy=policy,
         frozen=None,
-        ppo=PPOConfig(),
+        ppo=ppo or PPOConfig(),
         temperature=TEMPERATURE,
         value_hidden=16,
         detach_value_trunk=True,
