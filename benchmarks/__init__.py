@@ -146,7 +146,7 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
                 "share; rounding differs by batch shape",
             ),
         ]
-        print("a PPO minibatch with its activations kept, then recomputed (ppo.recompute_activations) ...")
+        print("a PPO minibatch with its activations kept, then recomputed (trainer.recompute_activations) ...")
         from benchmarks.recompute import bench_recompute
 
         results["recompute"] = recompute = bench_recompute()

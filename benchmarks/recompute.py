@@ -1,4 +1,4 @@
-"""A PPO minibatch's forward + backward with its activations kept and recomputed (`ppo.recompute_activations`),
+"""A PPO minibatch's forward + backward with its activations kept and recomputed (`trainer.recompute_activations`),
 side by side in one process: seconds, alternating `ROUNDS` times, and the bytes saved for the backward.
 
 The workload: the warm start under the run's precision (bf16 autocast where `auto` picks it), the Setter's sampling

@@ -199,9 +199,6 @@ class PPOConfig:
     whiten_advantages: bool = True  # over the whole iteration's buffer
     max_grad_norm: float = 1.0  # gradient clipping by global norm
     accumulate_grad_batches: int = 1  # minibatches per optimizer step (Lightning's accumulation)
-    # the backward recomputes each pack's forward instead of keeping its activations: a minibatch holds one
-    # pack's at a time, for one more forward pass (docs/training.md, "Memory")
-    recompute_activations: bool = False
 
     def __post_init__(self) -> None:
         _require(self.ppo_epochs >= 1 and self.n_minibatches >= 1, "ppo.ppo_epochs and ppo.n_minibatches must be >= 1")
@@ -221,6 +218,9 @@ class TrainerConfig:
     devices: int = 1  # processes (GPUs, or CPU processes with strategy ddp)
     strategy: str = "auto"  # "ddp" for several devices / CPU processes
     seed: int = 0  # seeds everything: the same config and seed give the same puzzles
+    # PPO's and BC's backward recompute each pack's forward instead of keeping its activations: a minibatch holds
+    # one pack's at a time, for one more forward pass (docs/training.md, "Memory")
+    recompute_activations: bool = False
     run_root: str = "runs"  # TensorBoard logs and checkpoints under runs/<name>/version_N
     # Lightning loggers beside TensorBoard (which the run's folder, `codeplay compare` and the HPARAMS tab use):
     # csv (<run>/csv/metrics.csv), wandb, mlflow (each set up by its own environment variables)
@@ -282,7 +282,6 @@ NOT_IDENTITY = {
     "reward.reference",  # where P3's files are: the split they give is the identity's
     "reward.reference_split",
     "solver.batch_size",
-    "ppo.recompute_activations",  # the same gradients, kept or recomputed
     "sandbox.workers",
     "sandbox.allow_partial_isolation",
     "trainer.iterations",  # a resume may train on
@@ -291,6 +290,7 @@ NOT_IDENTITY = {
     "trainer.devices",
     "trainer.strategy",
     "trainer.run_root",
+    "trainer.recompute_activations",  # the same gradients, kept or recomputed
     "trainer.loggers",
 }
 

@@ -126,6 +126,7 @@ def train(
             detach_value_trunk=config.model.detach_value_trunk,
             identity=run_identity(config),
             rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0,
+            recompute_activations=config.trainer.recompute_activations,
         )
         trainer = _trainer(config, loggers, rollout, callbacks)
         if trainer.global_rank == 0:  # the first config.yaml stays: a resume writes its own beside it
@@ -273,7 +274,14 @@ def _selfplay(
     )
     bf16 = config.trainer.precision.startswith("bf16")  # fp16 runs BC in fp32: it has no loss scaler
     learner = SolverLearner(
-        initial, tokenizer, examples, selfplay, corpus, config.trainer.seed, torch.bfloat16 if bf16 else None
+        initial,
+        tokenizer,
+        examples,
+        selfplay,
+        corpus,
+        config.trainer.seed,
+        torch.bfloat16 if bf16 else None,
+        recompute_activations=config.trainer.recompute_activations,
     )
     return SelfPlay(
         learner=learner,

@@ -49,11 +49,12 @@ class SetterPPOModule(L.LightningModule):
         detach_value_trunk: bool,
         identity: dict,
         rewarded: bool = True,
+        recompute_activations: bool = False,
     ):
         super().__init__()
         attention_paths(policy)  # refuses a model type no test has checked
         vocabulary_projection(policy)  # and an output layer scoring cannot apply itself, before any sampling
-        self.rewarded = rewarded
+        self.rewarded, self.recompute_activations = rewarded, recompute_activations
         self._window_tokens = 0.0  # real action tokens of all ranks in the accumulation window under way
         self.identity = identity  # what the run is (`config.run_identity`): its checkpoints carry it
         self.policy = policy
@@ -105,8 +106,9 @@ class SetterPPOModule(L.LightningModule):
         def values(hidden: torch.Tensor) -> torch.Tensor:  # (N, H) -> (N,)
             return self.value_head(hidden.detach() if self.detach_value_trunk else hidden)
 
-        recompute = self.ppo.recompute_activations
-        return score_actions(self.policy, prompt_ids, action_ids, mask, self.temperature, values, recompute=recompute)
+        return score_actions(
+            self.policy, prompt_ids, action_ids, mask, self.temperature, values, recompute=self.recompute_activations
+        )
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         mask = batch["mask"]  # (B, T)

@@ -217,10 +217,12 @@ def bc_sequences(tokenizer, examples: Sequence[Puzzle], pairs: Sequence[Puzzle])
     return sequences
 
 
-def bc_loss(model: nn.Module, sequences: Sequence[tuple[list[int], int]], device) -> tuple[torch.Tensor, int]:
+def bc_loss(
+    model: nn.Module, sequences: Sequence[tuple[list[int], int]], device, recompute: bool = False
+) -> tuple[torch.Tensor, int]:
     """(sum of -log p over the tokens after each prompt, their count) of `sequences`, in one scoring pass: the
     token prefix all of them share (the few-shot block) runs once, each sequence's rest behind it
-    (`score_actions`, exact against a full forward per sequence)."""
+    (`score_actions`, exact against a full forward per sequence; `recompute` as there)."""
     shared = common_prefix_length([ids for ids, _ in sequences])
     shared = min(shared, *(prompt_length for _, prompt_length in sequences))  # the targets are all actions
     prefix = torch.tensor(sequences[0][0][:shared], device=device)
@@ -233,7 +235,7 @@ def bc_loss(model: nn.Module, sequences: Sequence[tuple[list[int], int]], device
         action_ids[row, : len(rest)] = torch.tensor(rest)
         mask[row, : len(rest)] = 1
         target[row, prompt_length - shared : len(rest)] = 1
-    logprobs, _, _ = score_actions(model, prefix, action_ids, mask, temperature=1.0)
+    logprobs, _, _ = score_actions(model, prefix, action_ids, mask, temperature=1.0, recompute=recompute)
     return -(logprobs * target).sum(), int(target.sum())
 
 
@@ -248,7 +250,8 @@ class SolverLearner:
     """The learning Solver: LoRA adapters (rank `config.lora_rank`, every linear layer but the output) on a
     weight-sharing copy of `initial`, the model holding the initial weights, which the initial Solver and the
     Setter's reference keep using unchanged. The adapters start at zero update, seeded by `seed` without
-    touching the global RNG. `autocast` is the dtype BC computes in (None: the weights' own)."""
+    touching the global RNG. `autocast` is the dtype BC computes in (None: the weights' own);
+    `recompute_activations` as `score_actions`' `recompute`."""
 
     def __init__(
         self,
@@ -259,6 +262,7 @@ class SolverLearner:
         corpus: Sequence[Puzzle],
         seed: int,
         autocast: torch.dtype | None,
+        recompute_activations: bool = False,
     ):
         from peft import LoraConfig, get_peft_model
         from peft.tuners.lora import LoraLayer
@@ -282,7 +286,7 @@ class SolverLearner:
             if isinstance(layer, LoraLayer)
         ]
         self.tokenizer, self.examples, self.config = tokenizer, tuple(examples), config
-        self.corpus, self.autocast = tuple(corpus), autocast
+        self.corpus, self.autocast, self.recompute_activations = tuple(corpus), autocast, recompute_activations
         self.optimizer = torch.optim.AdamW(self.adapters(), lr=config.bc_lr)
         self.replay = ReplayBuffer(config.solutions_per_puzzle, seed)
         self.phases = 0
@@ -335,7 +339,7 @@ class SolverLearner:
         loss, tokens = torch.zeros((), device=device), 0
         if mine:
             with torch.autocast(device.type, self.autocast, enabled=self.autocast is not None):
-                loss, tokens = bc_loss(self.model, mine, device)
+                loss, tokens = bc_loss(self.model, mine, device, self.recompute_activations)
         total = sum_over_ranks(torch.tensor(float(tokens), device=device))
         if mine:
             (loss / total).backward()

@@ -118,9 +118,18 @@ def test_empty_minibatches_do_not_step_the_optimizer(tmp_path, stream_model, cha
 
 
 def test_resume_continues_exactly(tmp_path, stream_model, char_tokenizer):
+    """Also when the resume recomputes its activations (`trainer.recompute_activations`, how a run runs): the same
+    gradients, to float rounding."""
     straight = run(tmp_path / "straight", stream_model, char_tokenizer, "trainer.iterations=4")
     first = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=2")
-    resumed = run(tmp_path / "resumed", stream_model, char_tokenizer, "trainer.iterations=4", resume="auto")
+    resumed = run(
+        tmp_path / "resumed",
+        stream_model,
+        char_tokenizer,
+        "trainer.iterations=4",
+        "trainer.recompute_activations=true",
+        resume="auto",
+    )
     assert resumed == first  # the same run directory, continued
     assert read_puzzles(resumed) == read_puzzles(straight)
     a, b = load_checkpoint(straight), load_checkpoint(resumed)

@@ -211,7 +211,7 @@ def test_recompute_keeps_a_fraction_of_the_activations_for_the_backward(architec
 
 def test_the_setter_module_recomputes_when_its_config_says(tiny_llama):
     def saved(recompute: bool) -> int:
-        module = setter_module(copy.deepcopy(tiny_llama), PPOConfig(recompute_activations=recompute))
+        module = setter_module(copy.deepcopy(tiny_llama), recompute_activations=recompute)
         return saved_activation_bytes([module], lambda: module.score(*long_actions(tiny_llama)))
 
     assert saved(recompute=True) < 0.3 * saved(recompute=False)
@@ -240,11 +240,12 @@ def saved_activation_bytes(modules: list[nn.Module], forward) -> int:
     return sum(saved)
 
 
-def setter_module(policy: nn.Module, ppo: PPOConfig | None = None) -> SetterPPOModule:
+def setter_module(policy: nn.Module, recompute_activations: bool = False) -> SetterPPOModule:
     return SetterPPOModule(
         policy=policy,
         frozen=None,
-        ppo=ppo or PPOConfig(),
+        ppo=PPOConfig(),
+        recompute_activations=recompute_activations,
         temperature=TEMPERATURE,
         value_hidden=16,
         detach_value_trunk=True,

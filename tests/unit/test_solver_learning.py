@@ -120,19 +120,21 @@ def test_bc_sequences_refuse_a_solution_that_does_not_start_with_def_g(char_toke
         bc_sequences(char_tokenizer, EXAMPLES, [OTHERS[0], replace(SEVEN, solutions=(solution,))])
 
 
+@pytest.mark.parametrize("recompute", [False, True])
 @pytest.mark.parametrize("pairs", PAIR_SETS.values(), ids=PAIR_SETS.keys())
 def test_bc_loss_and_its_adapter_gradients_equal_a_full_forward_per_sequence(
-    tiny_llama, char_tokenizer, float64_norms, pairs
+    tiny_llama, char_tokenizer, float64_norms, pairs, recompute
 ):
     """The shared few-shot prefix runs once and the rests behind it (`score_actions`): the same sum of -log p
-    over the tokens after each prompt, and the same gradient on every adapter, as one forward per sequence."""
+    over the tokens after each prompt, and the same gradient on every adapter, as one forward per sequence; also
+    with the rests' activations recomputed in the backward."""
     learner = new_learner(copy.deepcopy(tiny_llama).double(), char_tokenizer)
     model = learner.model
     perturb_lora_b(model, seed=1)
     adapters = learner.adapters()
     sequences = bc_sequences(char_tokenizer, EXAMPLES, pairs)
 
-    loss, count = bc_loss(model, sequences, torch.device("cpu"))
+    loss, count = bc_loss(model, sequences, torch.device("cpu"), recompute)
     gradients = torch.autograd.grad(loss, adapters)
     expected_loss, expected_count = naive_bc_loss(model, sequences)
     expected_gradients = torch.autograd.grad(expected_loss, adapters)
