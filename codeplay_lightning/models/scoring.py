@@ -94,10 +94,7 @@ def _row_states(
         )
         return output.hidden_states[-1]
 
-    if recompute:
-        states = torch.cat([checkpoint(last_states, slice(b, b + 1), use_reentrant=False) for b in range(batch)])
-    else:
-        states = last_states(slice(None))
+    states = _in_parts(last_states, batch, recompute)
     source = torch.zeros(real.shape, dtype=torch.long, device=real.device)
     source[real] = torch.arange(int(real.sum()), device=real.device)
     return states[before], source
@@ -169,17 +166,21 @@ def _packed_states(
                 )
             return rows.hidden_states[-1]
 
-        if recompute:
-            states = torch.cat([checkpoint(pack_states, slice(g, g + 1), use_reentrant=False) for g in range(n_packs)])
-        else:
-            states = pack_states(slice(None))
-        hidden.append(states.flatten(0, 1)[slots])  # (Q, H)
+        hidden.append(_in_parts(pack_states, n_packs, recompute).flatten(0, 1)[slots])  # (Q, H)
     predicted = torch.zeros_like(feeds)  # (B, T): the real actions after each row's first
     predicted[:, 1:] = feeds[:, :-1]
     source = torch.zeros(real.shape, dtype=torch.long, device=real.device)
     source[:, 0] = torch.arange(batch, device=real.device)
     source[predicted] = torch.arange(batch, batch + int(predicted.sum()), device=real.device)
     return torch.cat(hidden), source
+
+
+def _in_parts(forward: Callable[[slice], torch.Tensor], parts: int, recompute: bool) -> torch.Tensor:
+    """`forward` of a slice of the batch, over all `parts` of it at once; with `recompute`, one part at a time,
+    each keeping nothing for the backward, which runs it again (non-reentrant checkpointing)."""
+    if not recompute:
+        return forward(slice(None))
+    return torch.cat([checkpoint(forward, slice(part, part + 1), use_reentrant=False) for part in range(parts)])
 
 
 def pack_rows(counts: list[int], budget: int) -> tuple[list[int], list[int]]:
