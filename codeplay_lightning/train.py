@@ -134,7 +134,8 @@ def train(
             written = f"config.resumed-{finished}.yaml" if checkpoint else "config.yaml"
             (Path(logger.log_dir) / written).write_text(to_yaml(config))
         trainer.fit(module, datamodule=BufferDataModule(ppo=config.ppo, seed=config.trainer.seed), ckpt_path=checkpoint)
-    return Path(logger.log_dir)
+    # rank 0's, on every rank: another rank's own logger, never written, counts the folder rank 0 made as taken
+    return Path(trainer.log_dir)
 
 
 def _sandbox(config: TrainConfig) -> Sandbox:

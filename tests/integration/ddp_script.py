@@ -202,7 +202,8 @@ def main(out: Path, iterations: int, resume: str | None, selfplay_mode: bool) ->
         [CONFIGS / "smoke.yaml"], [f"trainer.run_root={out / 'runs'}", f"trainer.iterations={iterations}", *overrides]
     )
     record = RecordRank(out)
-    train(config, resume=resume, policy=stream_llama(tokenizer), tokenizer=tokenizer, callbacks=[record])
+    run_dir = train(config, resume=resume, policy=stream_llama(tokenizer), tokenizer=tokenizer, callbacks=[record])
+    (out / f"rank{rank()}.run_dir").write_text(str(run_dir))  # what train() returned on this rank
     for child in record.children:  # the process group is destroyed at exit by Lightning's atexit hook
         child.wait(timeout=HANG_SECONDS)
 

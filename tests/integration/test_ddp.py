@@ -141,6 +141,7 @@ def check_run(out: Path, ranks: list[dict], iterations: int) -> None:
     """Both ranks agree, and rank 0's files hold both ranks' puzzles."""
     zero, one = ranks
     assert zero["world_size"] == one["world_size"] == 2
+    assert [Path((out / f"rank{n}.run_dir").read_text()) for n in (0, 1)] == [run_dir(out)] * 2  # rank 0's folder
     assert zero["archive"]["texts"] == one["archive"]["texts"]  # the same puzzles in the same order
     assert torch.equal(zero["archive"]["embeddings"], one["archive"]["embeddings"])
     assert zero["global_step"] == one["global_step"] == iterations * zero["steps_per_iteration"]
