@@ -63,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 128 + signal.SIGTERM
-    print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")
+    from lightning.pytorch.utilities import rank_zero_only
+
+    if rank_zero_only.rank == 0:  # under DDP every rank returns here: one says where the run is
+        print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")
     return 0
 
 
