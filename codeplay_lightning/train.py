@@ -264,14 +264,14 @@ def _selfplay(
     selfplay = config.selfplay
     corpus, heldout = selfplay_corpus(selfplay.eval_heldout, config.sandbox.workers)
     eval_file = puzzles_to_solve(selfplay.eval_file, limit=selfplay.eval_limit) if selfplay.eval_file else []
+    evaluated_on = f"{len(heldout)} held-out-family puzzles"
+    if selfplay.eval_file:
+        evaluated_on += f" and {len(eval_file)} of {selfplay.eval_file}"
     log.info(
-        "self-play: BC every %d iterations on %d corpus pairs for replay; evaluated on %d held-out-family puzzles "
-        "and %d of %s",
+        "self-play: BC every %d iterations on %d corpus pairs for replay; evaluated on %s",
         selfplay.learn_every,
         len(corpus),
-        len(heldout),
-        len(eval_file),
-        selfplay.eval_file,
+        evaluated_on,
     )
     bf16 = config.trainer.precision.startswith("bf16")  # fp16 runs BC in fp32: it has no loss scaler
     learner = SolverLearner(

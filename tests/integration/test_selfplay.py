@@ -66,8 +66,11 @@ def without_seconds(record):
     return record
 
 
-def test_the_solver_learns_from_verified_passes(tmp_path, stream_model, char_tokenizer, guessing_solvers):
-    run_dir = run(tmp_path, stream_model, char_tokenizer, *SELFPLAY)
+def test_the_solver_learns_from_verified_passes(tmp_path, stream_model, char_tokenizer, guessing_solvers, caplog):
+    with caplog.at_level("INFO", logger="codeplay_lightning"):
+        run_dir = run(tmp_path, stream_model, char_tokenizer, *SELFPLAY)
+    (announced,) = [line for line in caplog.messages if line.startswith("self-play:")]
+    assert announced.endswith("evaluated on 2 held-out-family puzzles")  # no eval_file here, so none named
     puzzles = read_records(run_dir)
     for puzzle in puzzles:  # every valid puzzle was also attempted by the initial Solver (rejudge_share 1)
         assert puzzle["valid"] and puzzle["initial_attempted"]
