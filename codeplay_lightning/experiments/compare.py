@@ -10,8 +10,9 @@ puzzles per run sampled without replacement from its last 100). The runs are rea
 When a run's Solver learned (`selfplay.learn_every` > 0), the self-play runs (their records say which puzzles
 the initial, frozen Solver also attempted; a fixed Solver's too) add `selfplay.png` and a "Self-play" section:
 the pass rate 1/D of the current and of the initial Solver on those puzzles, each evaluation set's pass@1 and
-pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n. With fixed Solvers only, as in
-the preset sweep, current and initial are one Solver: no section.
+pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n; the effects by run then measure
+each seed's learning run against the fixed-Solver run of its seed and against its own initial Solver. With fixed
+Solvers only, as in the preset sweep, current and initial are one Solver: no section.
 Runs from before self-play are reported as they always were.
 """
 

@@ -1,12 +1,20 @@
 """`report.md`: the comparison's summaries as markdown: the summary table, the effects by run, each seed against its
-unrewarded run, self-play's tables, and puzzles at the end of training (the paper's appendix C)."""
+baseline run, self-play's tables, and puzzles at the end of training (the paper's appendix C)."""
 
 from __future__ import annotations
 
 import re
 
 from codeplay_lightning.experiments.runs import PANELS, WINDOW, TrainingRun
-from codeplay_lightning.experiments.summaries import EFFECTS, LAST, SAMPLES, against_unrewarded, by_seed, effects_by_run
+from codeplay_lightning.experiments.summaries import (
+    LAST,
+    SAMPLES,
+    against_baseline,
+    baseline_name,
+    by_seed,
+    effects_by_run,
+    selfplay_effects_by_run,
+)
 
 
 def report(runs: list[TrainingRun], summaries: list[dict], selfplay: list[dict], seed: int) -> str:
@@ -36,10 +44,13 @@ def report(runs: list[TrainingRun], summaries: list[dict], selfplay: list[dict],
     noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
     lines += [*noted, ""] if noted else []
     seeds = by_seed(runs)
-    within = {seed: rows for seed, group in seeds.items() if len(rows := against_unrewarded(group)) > 1}
-    lines += effects_report(effects_by_run(within)) if within else []
+    within = {
+        seed: rows for seed, group in seeds.items() if len(rows := against_baseline(group, baseline_name(group))) > 1
+    }
+    effects = effects_by_run(within) + (selfplay_effects_by_run(seeds) if selfplay else [])
+    lines += effects_report(effects) if effects else []
     for seed, rows in within.items():
-        lines += unrewarded_report(rows, seed if len(seeds) > 1 else None)
+        lines += baseline_report(rows, seed if len(seeds) > 1 else None)
     lines += selfplay_report(selfplay) if selfplay else []
     lines += [
         "## Puzzles at the end of training (as the paper's appendix C)",
@@ -68,41 +79,43 @@ def effects_report(effects: list[dict]) -> list[str]:
     lines = [
         "## Effects by run",
         "",
-        "The unit of a reward's effect is the training run: each run against the unrewarded run of its own seed, "
-        "then the mean over seeds with the between-seed standard error and Student's t (n − 1 degrees of freedom). "
-        "In brackets, secondary: the within-run binomial (or, for R_n, per-puzzle) standard error, which counts "
-        "the puzzles of one trajectory as independent and so understates the uncertainty; seeds disagree far beyond "
-        "it. With one seed there is no between-run uncertainty to report.",
+        "The unit of a reward's effect is the training run: each run against the baseline run of its own seed (the "
+        "unrewarded `none`; for a learning Solver, the same self-play run with a fixed Solver, or, for what the "
+        "Solver learned, its own initial Solver), then the mean over seeds with the between-seed standard error and "
+        "Student's t (n − 1 degrees of freedom). In brackets, secondary: the within-run binomial (or, for means, "
+        "per-puzzle) standard error, which counts the puzzles of one trajectory as independent and so understates "
+        "the uncertainty; seeds disagree far beyond it. With one seed there is no between-run uncertainty to report.",
         "",
         "| run | statistic | " + " | ".join(f"seed {seed}" for seed in seeds) + " | mean over seeds | t (df), p |",
         "|---|---|" + "--:|" * len(seeds) + "--:|--:|",
     ]
     for effect in effects:
-        label, percent = EFFECTS[effect["key"]]
-        scale, unit = (100, " pt") if percent else (1, "")
+        scale, unit = (100, " pt") if effect["percent"] else (1, "")
         summary = effect["summary"]
         cells = dict(zip(effect["seeds"], zip(summary.effects, effect["within_se"])))
         per_seed = [
-            f"{scale * cells[seed][0]:+.3g}{unit} (±{scale * cells[seed][1]:.2g})" if seed in cells else "–"
+            "–" if seed not in cells else f"{scale * cells[seed][0]:+.3g}{unit}" + _within(cells[seed][1], scale)
             for seed in seeds
         ]
         mean = f"{scale * summary.mean:+.3g}{unit}"
         mean += f" ± {scale * summary.se:.2g}" if summary.se is not None else " (one seed)"
         test = f"{summary.t:+.2f} ({summary.runs - 1}), {summary.p:.3f}" if summary.t is not None else "–"
-        lines.append(f"| {effect['name']} | {label} | " + " | ".join(per_seed) + f" | {mean} | {test} |")
+        lines.append(f"| {effect['name']} | {effect['label']} | " + " | ".join(per_seed) + f" | {mean} | {test} |")
     return [*lines, ""]
 
 
-def unrewarded_report(rows: list[dict], seed: int | None = None) -> list[str]:
-    """The section of `against_unrewarded`'s rows of one seed: each number with its difference to the baseline in
+def baseline_report(rows: list[dict], seed: int | None = None) -> list[str]:
+    """The section of `against_baseline`'s rows of one seed: each number with its difference to the baseline in
     within-run standard errors."""
     first, last, middle = rows[0]["positions"]
+    baseline = next(row["name"] for row in rows if row["baseline"])
+    against = "the unrewarded run" if baseline == "none" else f"`{baseline}`"
     lines = [
-        "## Against the unrewarded run" + (f", seed {seed}" if seed is not None else ""),
+        f"## Against {against}" + (f", seed {seed}" if seed is not None else ""),
         "",
         "Fractions over the iterations after the first (identical in runs of one seed); R_n over the same archive "
-        f"positions in every run, puzzles {first}–{last}, and {middle}–{last}. In brackets: the difference to the "
-        "unrewarded run in within-run standard errors (binomial for fractions; of the means for R_n, neighbouring "
+        f"positions in every run, puzzles {first}–{last}, and {middle}–{last}. In brackets: the difference to "
+        f"{against} in within-run standard errors (binomial for fractions; of the means for R_n, neighbouring "
         "puzzles counted as independent): this run against that one, not the reward's effect (see Effects by "
         "run).",
         "",
@@ -165,6 +178,11 @@ def selfplay_report(rows: list[dict]) -> list[str]:
             lines += [f"| {name} {key} | {_number(first)} | {_number(last)} |" for key, (first, last) in keys.items()]
         lines.append("")
     return lines
+
+
+def _within(se: float | None, scale: int) -> str:
+    """A per-seed effect's within-run SE in brackets (none where the records give none)."""
+    return "" if se is None else f" (±{scale * se:.2g})"
 
 
 def _estimate(value: tuple[float, float] | None) -> str:

@@ -1,5 +1,5 @@
 """What the comparison says about runs, as numbers: each run's summary and end-of-training samples, each run
-against the unrewarded run of its seed, the effects by run over seeds, and self-play's pass rates and evaluations."""
+against its seed's baseline run, the effects by run over seeds, and self-play's pass rates and evaluations."""
 
 from __future__ import annotations
 
@@ -44,12 +44,22 @@ def summary(run: TrainingRun) -> dict:
     }
 
 
-def against_unrewarded(runs: list[TrainingRun], baseline: str = "none") -> list[dict]:
-    """The statistics of docs/results/discussion.md, each run against the `baseline` run (the unrewarded preset;
-    [] when no run has that name). Iteration 0 is shared by runs of one seed and left out of the fractions; R_n
-    is compared at the same archive positions in every run, from the first puzzle after the baseline's
-    iteration 0 to the last of the shortest run, and over the second half of that range. A run still in its first
-    iteration (nothing valid after it yet) has no row."""
+def baseline_name(runs: list[TrainingRun]) -> str | None:
+    """The run that one seed's `runs` are measured against: the unrewarded `none`, else, beside a self-play run whose
+    Solver learns, the one whose Solver stays fixed (`selfplay.learn_every` 0); None when there is neither."""
+    if any(run.name == "none" for run in runs):
+        return "none"
+    if not any(run.selfplay and run.learn_every for run in runs):
+        return None
+    return next((run.name for run in runs if run.selfplay and run.learn_every == 0), None)
+
+
+def against_baseline(runs: list[TrainingRun], baseline: str | None) -> list[dict]:
+    """The statistics of docs/results/discussion.md, each run against the `baseline` run (the unrewarded preset,
+    or self-play's fixed Solver; [] when no run has that name). Iteration 0 is shared by runs of one seed and left
+    out of the fractions; R_n is compared at the same archive positions in every run, from the first puzzle after
+    the baseline's iteration 0 to the last of the shortest run, and over the second half of that range. A run still
+    in its first iteration (nothing valid after it yet) has no row."""
     runs = [run for run in runs if any(p["iteration"] > 0 and p["valid"] for p in run.puzzles)]
     base = next((run for run in runs if run.name == baseline), None)
     if base is None:
@@ -91,7 +101,7 @@ def by_seed(runs: list[TrainingRun]) -> dict[int | None, list[TrainingRun]]:
     return groups
 
 
-EFFECTS = {  # the effects reported by run: `against_unrewarded`'s statistic, and how it is shown
+EFFECTS = {  # the effects reported by run: `against_baseline`'s statistic, and how it is shown (percent or not)
     "valid": ("valid, it. 1+", True),
     "solved": ("solved of valid, it. 1+", True),
     "R_n": ("mean R_n, same positions", False),
@@ -99,26 +109,61 @@ EFFECTS = {  # the effects reported by run: `against_unrewarded`'s statistic, an
 
 
 def effects_by_run(rows_by_seed: dict[int | None, list[dict]]) -> list[dict]:
-    """Each rewarded run's effect (its statistic minus its own seed's unrewarded run's) per seed, then over the
-    seeds (`between_runs`): a reward's effect is a property of the run, so the spread between seeds is its
-    uncertainty; the within-run binomial SE of each seed is kept beside it, secondary."""
-    labels = list(dict.fromkeys(row["name"] for rows in rows_by_seed.values() for row in rows if not row["baseline"]))
-    found = []
-    for name in labels:
-        for key in EFFECTS:
-            per_seed = {seed: row[key] for seed, rows in rows_by_seed.items() for row in rows if row["name"] == name}
-            effects = [ours - theirs for ours, theirs, _ in per_seed.values()]
-            within = [se for _, _, se in per_seed.values()]
-            found.append(
-                {
-                    "name": name,
-                    "key": key,
-                    "seeds": list(per_seed),
-                    "within_se": within,
-                    "summary": between_runs(effects),
-                }
-            )
-    return found
+    """Each run's effect (its statistic minus its own seed's baseline run's) per seed, then over the seeds: a
+    reward's effect is a property of the run, so the spread between seeds is its uncertainty; the within-run
+    binomial SE of each seed is kept beside it, secondary."""
+    cells: dict[tuple, dict] = defaultdict(dict)
+    for seed, rows in rows_by_seed.items():
+        for row in rows:
+            for key, (label, percent) in EFFECTS.items():
+                if not row["baseline"]:
+                    ours, theirs, se = row[key]
+                    cells[row["name"], label, percent][seed] = (ours - theirs, se)
+    return over_seeds(cells)
+
+
+def selfplay_effects_by_run(runs_by_seed: dict[int | None, list[TrainingRun]]) -> list[dict]:
+    """Self-play's effects by run. Each learning run's Solver against its own initial Solver: the pass rate 1/D on
+    the same puzzles (paired SE within the run), and each evaluation set's pass@k, the last BC phase's minus phase
+    0's. And the paper's objective against its seed's fixed-Solver run: the initial Solver's pass-rate trend per 100
+    puzzles, the learning run's minus the fixed run's (negative: the Setter's puzzles get harder faster)."""
+    cells: dict[tuple, dict] = defaultdict(dict)
+    for seed, runs in runs_by_seed.items():
+        fixed = next((run for run in runs if run.selfplay and run.learn_every == 0), None)
+        fixed_trend = selfplay_summary(fixed)["trend"]["initial"] if fixed else None
+        for run in runs:
+            if not (run.selfplay and run.learn_every):
+                continue
+            found = selfplay_summary(run)
+            _, current, initial = pass_rates(run.puzzles)
+            gap = paired_mean_and_se([mine - theirs for mine, theirs in zip(current, initial)])
+            if gap is not None:
+                cells[run.name, "current − initial Solver's pass rate, same puzzles", False][seed] = gap
+            for name, keys in found["evaluations"].items():
+                for key, (first, last) in keys.items():
+                    if first is not None:
+                        cells[run.name, f"{name} {key}, last phase − phase 0", True][seed] = (last - first, None)
+            trend = found["trend"]["initial"]
+            if trend is not None and fixed_trend is not None:
+                label = f"initial Solver's trend per 100 puzzles, − {fixed.name}'s"
+                cells[run.name, label, False][seed] = (trend[0] - fixed_trend[0], math.hypot(trend[1], fixed_trend[1]))
+    return over_seeds(cells)
+
+
+def over_seeds(cells: dict[tuple[str, str, bool], dict[int | None, tuple[float, float | None]]]) -> list[dict]:
+    """(run name, statistic, percent) -> {seed: (effect, within-run SE or None)}, summarised over the seeds by
+    `between_runs`."""
+    return [
+        {
+            "name": name,
+            "label": label,
+            "percent": percent,
+            "seeds": list(per_seed),
+            "within_se": [se for _, se in per_seed.values()],
+            "summary": between_runs([effect for effect, _ in per_seed.values()]),
+        }
+        for (name, label, percent), per_seed in cells.items()
+    ]
 
 
 def pass_rates(puzzles: list[dict]) -> tuple[list[int], list[float], list[float]]:

@@ -18,7 +18,7 @@ from codeplay_lightning.experiments.statistics import trailing_mean
 from codeplay_lightning.experiments.summaries import (
     LAST,
     SAMPLES,
-    against_unrewarded,
+    against_baseline,
     pass_rates,
     sample_last,
     selfplay_summary,
@@ -381,7 +381,7 @@ def test_the_statistics_against_the_unrewarded_run_match_a_naive_computation(tmp
     none, difficulty = records(47, 0.3), records(52, 0.7)
     run_dirs = [write_run(tmp_path, "none", none), write_run(tmp_path, "difficulty", difficulty)]
     runs = [read_run(run_dir) for run_dir in run_dirs]
-    base_row, row = against_unrewarded(runs)
+    base_row, row = against_baseline(runs, "none")
     first, last = 10, 47  # iteration 0 holds indices 1-9; the shorter run ends at 47
     assert row["positions"] == (first, last, 29) and base_row["baseline"] and not row["baseline"]
 
@@ -400,11 +400,11 @@ def test_the_statistics_against_the_unrewarded_run_match_a_naive_computation(tmp
     compare(run_dirs, tmp_path / "out")
     table = (tmp_path / "out" / "report.md").read_text().split("## Against the unrewarded run")[1]
     assert f"{p:.3f} ({(p - q) / se:+.1f} SE)" in table and f"| {runs[0].label} | " in table
-    assert against_unrewarded(runs[1:]) == []  # no unrewarded run: no section
+    assert against_baseline(runs[1:], "none") == []  # no unrewarded run: no section
     # a run still in its first iteration (as a sweep's next preset): no row, and the others' positions unchanged
     starting = read_run(write_run(tmp_path, "novelty", [puzzle(i) for i in range(1, 8)]))
-    assert [r["label"] for r in against_unrewarded([*runs, starting])] == [r.label for r in runs]
-    assert against_unrewarded([*runs, starting])[1]["positions"] == (first, last, 29)
+    assert [r["label"] for r in against_baseline([*runs, starting], "none")] == [r.label for r in runs]
+    assert against_baseline([*runs, starting], "none")[1]["positions"] == (first, last, 29)
 
 
 def test_effects_by_run_are_each_seeds_difference_then_the_spread_between_seeds(tmp_path):
@@ -440,6 +440,80 @@ def test_effects_by_run_are_each_seeds_difference_then_the_spread_between_seeds(
     assert f"{test.statistic:+.2f} (2), {test.pvalue:.3f}" in row
     for seed in range(3):  # and each seed's own table, against its own baseline
         assert f"## Against the unrewarded run, seed {seed}" in report
+
+
+def test_selfplay_effects_by_run_are_against_the_fixed_solver_and_the_initial_solver_of_each_seed(tmp_path):
+    """Self-play's pair over three seeds: the Setter's statistics against the seed's fixed-Solver run, what the
+    Solver learned against its own initial Solver (same puzzles; held-out evaluations, last phase − phase 0), the
+    initial Solver's trend against the fixed run's; each summarised over seeds by the spread between them."""
+    from scipy.stats import ttest_1samp
+
+    rng = random.Random(2)
+
+    def records(solve: float, learned: float) -> list[dict]:
+        rows = []
+        for i in range(1, 81):
+            initial = 4.0 if rng.random() < solve + i / 400 else None
+            current = 2.0 if rng.random() < learned else initial
+            rows.append(selfplay_puzzle(i, current, initial, attempted=rng.random() < 0.6))
+        return rows
+
+    def run_dir(seed: int, name: str, rows: list[dict], learn_every: int) -> Path:
+        path = write_run(tmp_path / f"seed{seed}", name, rows)
+        config = path / "config.yaml"
+        config.write_text(config.read_text() + f"  seed: {seed}\nselfplay:\n  learn_every: {learn_every}\n")
+        return path
+
+    run_dirs, gaps, held_out, trends = [], [], [], []
+    for seed, (solve, learned, phase_0, last) in enumerate(
+        [(0.3, 0.2, 0.16, 0.2), (0.4, 0.3, 0.18, 0.19), (0.2, 0.1, 0.17, 0.23)]
+    ):
+        fixed, learning = records(solve, 0.0), records(solve, learned)
+        run_dirs.append(run_dir(seed, "selfplay_fixed", fixed, 0))
+        run_dirs.append(learning_dir := run_dir(seed, "selfplay", learning, 2))
+        phases = [
+            {
+                "iteration": 1,
+                "phase": 1,
+                "initial": {"heldout_families": evaluation(phase_0, phase_0)},
+                "learned": {"heldout_families": evaluation((phase_0 + last) / 2, last)},
+            },
+            {"iteration": 3, "phase": 2, "learned": {"heldout_families": evaluation(last, last)}},
+        ]
+        write_phases(learning_dir, phases)
+
+        def rates(rows: list[dict], key: str) -> list[float]:
+            chosen = [r for r in rows if r["valid"] and r["initial_attempted"]]
+            return [0.0 if r[key] is None else 1 / r[key] for r in chosen]
+
+        def initial_slope(rows: list[dict]) -> float:
+            x = [r["index"] / 100 for r in rows if r["valid"] and r["initial_attempted"]]
+            return np.polyfit(x, rates(rows, "D_initial"), 1)[0]
+
+        gaps.append(np.mean(np.subtract(rates(learning, "D"), rates(learning, "D_initial"))))
+        held_out.append(last - phase_0)
+        trends.append(initial_slope(learning) - initial_slope(fixed))
+    report = compare(run_dirs, tmp_path / "out")["report"].read_text()
+    section = report.split("## Effects by run")[1].split("## ")[0]
+
+    def row(label: str) -> str:
+        return next(line for line in section.splitlines() if line.startswith(f"| selfplay | {label}"))
+
+    for label, effects, scale, unit in (
+        ("current − initial Solver's pass rate, same puzzles", gaps, 1, ""),
+        ("heldout_families pass@1, last phase − phase 0", held_out, 100, " pt"),
+        ("initial Solver's trend per 100 puzzles, − selfplay_fixed's", trends, 1, ""),
+    ):
+        test = ttest_1samp(effects, 0.0)
+        line = row(label)
+        assert all(f"{scale * effect:+.3g}{unit}" in line for effect in effects), line
+        se = scale * np.std(effects, ddof=1) / np.sqrt(3)
+        assert (
+            f"{scale * np.mean(effects):+.3g}{unit} ± {se:.2g} | {test.statistic:+.2f} (2), {test.pvalue:.3f}" in line
+        )
+    assert "(±" not in row("heldout_families pass@1")  # an evaluation's records give no within-run SE
+    assert row("solved of valid, it. 1+")  # the Setter's side, against the fixed Solver's run
+    assert all(f"## Against `selfplay_fixed`, seed {seed}" in report for seed in range(3))
 
 
 def test_gzipped_records_read_as_the_files_the_run_wrote(tmp_path):
