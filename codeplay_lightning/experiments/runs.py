@@ -45,10 +45,14 @@ class TrainingRun:
 
 def read_runs(run_dirs: list[Path]) -> list[TrainingRun]:
     runs = [read_run(Path(run_dir)) for run_dir in run_dirs]
-    labels = [run.label for run in runs]
-    for run in runs:  # two versions of one preset: tell them apart
-        if labels.count(run.label) > 1:
-            run.label += f" [{run.path}]"
+    repeated: dict[str, list[TrainingRun]] = {}
+    for run in runs:
+        repeated.setdefault(run.label, []).append(run)
+    for same in (same for same in repeated.values() if len(same) > 1):  # one preset twice: by seed, else by path
+        seeds = [run.seed for run in same]
+        by_seed = None not in seeds and len(set(seeds)) == len(seeds)
+        for run in same:
+            run.label += f", seed {run.seed}" if by_seed else f" [{run.path}]"
     return runs
 
 

@@ -13,7 +13,7 @@ from matplotlib.image import imread
 
 from codeplay_lightning.cli import main
 from codeplay_lightning.experiments.compare import compare
-from codeplay_lightning.experiments.runs import WINDOW, read_run
+from codeplay_lightning.experiments.runs import WINDOW, read_run, read_runs
 from codeplay_lightning.experiments.statistics import trailing_mean
 from codeplay_lightning.experiments.summaries import (
     LAST,
@@ -94,6 +94,22 @@ def test_labels_come_from_config_yaml(tmp_path):
     product = write_run(tmp_path, "product", [puzzle(1)], "combine: product")
     assert read_run(balanced).label == "novelty_biased (w_d=0.5, w_n=1.5)"
     assert read_run(product).label == "product (R_d·R_n)"
+
+
+def test_one_preset_twice_is_told_apart_by_seed_else_by_path(tmp_path):
+    def run(root: str, seed: int) -> Path:
+        run_dir = write_run(tmp_path / root, "product", [puzzle(1)], "combine: product")
+        (run_dir / "config.yaml").write_text((run_dir / "config.yaml").read_text() + f"  seed: {seed}\n")
+        return run_dir
+
+    seeds = [run("a", 0), run("b", 1), write_run(tmp_path / "c", "none", [puzzle(1)])]
+    assert [r.label for r in read_runs(seeds)] == [
+        "product (R_d·R_n), seed 0",
+        "product (R_d·R_n), seed 1",
+        "none (w_d=1, w_n=1)",
+    ]
+    same_seed = [run("d", 0), run("e", 0)]
+    assert [r.label for r in read_runs(same_seed)] == [f"product (R_d·R_n) [{path}]" for path in same_seed]
 
 
 def test_a_resumed_run_counts_each_index_once_keeping_the_last(tmp_path):

@@ -11,7 +11,11 @@ import pytest
 
 from codeplay_lightning.experiments.synthesis_table import load_runs, synthesis_table
 
-SYNTHESIS = Path(__file__).resolve().parents[2] / "docs" / "results" / "synthesis"
+ROOT = Path(__file__).resolve().parents[2]
+SYNTHESIS = ROOT / "docs" / "results" / "synthesis"
+COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the repository's root (records/README.md)
+    "docs/results/sweep/report.md": "docs/results/records/sweep/seed-*/*",
+}
 TABLES = {  # report: (its runs, as `codeplay synthesis-table` is given them in docs/results/synthesis, its title)
     "families/table.md": (
         ["families/gif-mcts/seed*", "families/worldcoder/seed*", "families/sample/seed*"],
@@ -56,3 +60,15 @@ def packed(run: Path, copy: Path) -> Path:
         (copy / f"{records.name}.gz").write_bytes(gzip.compress(records.read_bytes()))
     assert {path.name for path in copy.iterdir()} == {"config.yaml", "puzzles.jsonl.gz", "iterations.jsonl.gz"}
     return copy
+
+
+@pytest.mark.parametrize("report", COMPARISONS)
+def test_a_training_comparison_regenerates_from_its_committed_records(tmp_path, monkeypatch, report):
+    """Paths as the command gives them (relative to the root): a report names the runs whose labels repeat."""
+    from codeplay_lightning.experiments.compare import compare
+
+    monkeypatch.chdir(ROOT)
+    runs = sorted(Path(".").glob(COMPARISONS[report]))
+    assert runs and all((run / "puzzles.jsonl.gz").is_file() for run in runs)
+    compare(runs, tmp_path / "out")
+    assert (tmp_path / "out" / "report.md").read_text() == (ROOT / report).read_text()
