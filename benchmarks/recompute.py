@@ -42,27 +42,20 @@ def bench_recompute() -> dict:
     mask = torch.zeros(actions.shape)
     for row, ids in enumerate(rows):
         actions[row, : len(ids)], mask[row, : len(ids)] = torch.tensor(ids), 1
-    weights = {parameter.data_ptr() for parameter in model.parameters()}
 
     def step(recompute: bool) -> int:
         """One forward + backward; the bytes of activations its forward saved for the backward."""
-        saved = []
+        outputs = []
 
-        def keep(tensor: torch.Tensor) -> torch.Tensor:
-            if tensor.data_ptr() not in weights:
-                saved.append(tensor.numel() * tensor.element_size())
-            return tensor
+        def forward() -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision.startswith("bf16")):
+                outputs.append(score_actions(model, prompt, actions, mask, rollout.temperature, recompute=recompute))
 
-        with (
-            torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision.startswith("bf16")),
-            torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor),
-        ):
-            logprobs, _, entropies = score_actions(
-                model, prompt, actions, mask, rollout.temperature, recompute=recompute
-            )
+        saved = saved_activation_bytes([model], forward)
+        logprobs, _, entropies = outputs[0]
         (logprobs.sum() + entropies.sum()).backward()
         model.zero_grad(set_to_none=True)
-        return sum(saved)
+        return saved
 
     step(False)  # warm-up
     seconds: dict[bool, list[float]] = {False: [], True: []}
@@ -82,6 +75,23 @@ def bench_recompute() -> dict:
         "recomputed_saved_gib": saved_bytes[True] / 2**30,
         "time_ratio": min(seconds[True]) / min(seconds[False]),
     }
+
+
+def saved_activation_bytes(modules: list, forward) -> int:
+    """Bytes `forward()` saves for the backward, the modules' weights left out."""
+    import torch
+
+    weights = {parameter.data_ptr() for module in modules for parameter in module.parameters()}
+    saved = []
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.data_ptr() not in weights:
+            saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        forward()
+    return sum(saved)
 
 
 if __name__ == "__main__":

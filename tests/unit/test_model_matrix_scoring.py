@@ -20,6 +20,7 @@ from torch import nn
 from torch.nn.functional import pad
 from transformers import OPTConfig, OPTForCausalLM
 
+from benchmarks.recompute import saved_activation_bytes
 from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.models import scoring
 from codeplay_lightning.models.architectures import AttentionPaths, UnsupportedModel, attention_paths
@@ -223,21 +224,6 @@ def long_actions(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     prompt_ids = torch.randint(3, model.config.vocab_size, (PROMPT_LENGTH,), generator=generator)
     action_ids = torch.randint(3, model.config.vocab_size, (8, 6 * PROMPT_LENGTH // 8), generator=generator)
     return prompt_ids, action_ids, torch.ones(action_ids.shape)
-
-
-def saved_activation_bytes(modules: list[nn.Module], forward) -> int:
-    """Bytes `forward()` saves for the backward, the modules' weights left out."""
-    weights = {parameter.data_ptr() for module in modules for parameter in module.parameters()}
-    saved = []
-
-    def keep(tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.data_ptr() not in weights:
-            saved.append(tensor.numel() * tensor.element_size())
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
-        forward()
-    return sum(saved)
 
 
 def setter_module(policy: nn.Module, recompute_activations: bool = False) -> SetterPPOModule:
