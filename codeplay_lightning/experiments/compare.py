@@ -4,8 +4,10 @@
 
 Writes `figure.png` (R_d, R_n and R against the number of puzzles generated, each a trailing mean
 over the last 200 puzzles, one line per run) and `report.md` (a summary table, the effects by run, then 10
-puzzles per run sampled without replacement from its last 100). The runs are read by `runs`, summarised by
-`summaries` (their statistics in `statistics`), drawn by `figures` and written out by `report`.
+puzzles per run sampled without replacement from its last 100); with runs of two seeds or more, `effects.png`
+(each seed's effect against its baseline, and their mean with a 95% interval from the spread between seeds).
+The runs are read by `runs`, summarised by `summaries` (their statistics in `statistics`), drawn by `figures`
+and written out by `report`.
 
 When a run's Solver learned (`selfplay.learn_every` > 0), the self-play runs (their records say which puzzles
 the initial, frozen Solver also attempted; a fixed Solver's too) add `selfplay.png` and a "Self-play" section:
@@ -20,10 +22,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codeplay_lightning.experiments.figures import plot, plot_selfplay
+from codeplay_lightning.experiments.figures import plot, plot_effects, plot_selfplay
 from codeplay_lightning.experiments.report import report
 from codeplay_lightning.experiments.runs import PANELS, read_runs
-from codeplay_lightning.experiments.summaries import sample_last, selfplay_summary, summary
+from codeplay_lightning.experiments.summaries import (
+    by_run,
+    sample_last,
+    selfplay_summary,
+    spread_between_seeds,
+    summary,
+)
 
 
 def compare(run_dirs: list[Path], out: Path, seed: int = 0) -> dict:
@@ -38,8 +46,11 @@ def compare(run_dirs: list[Path], out: Path, seed: int = 0) -> dict:
     selfplay = [selfplay_summary(run) for run in runs if run.selfplay] if learned else []
     if selfplay:
         plot_selfplay(runs, out / "selfplay.png")
+    findings = by_run(runs, learned=bool(selfplay))
+    if spread_between_seeds(findings[1]):
+        plot_effects(findings[1], out / "effects.png")
     summaries = [summary(run) | {"sampled": sample_last(run.puzzles, seed)} for run in runs]
-    (out / "report.md").write_text(report(runs, summaries, selfplay, seed))
+    (out / "report.md").write_text(report(runs, summaries, selfplay, findings, seed))
     return {
         "figure": out / "figure.png",
         "report": out / "report.md",

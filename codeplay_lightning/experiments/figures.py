@@ -1,5 +1,6 @@
 """The comparison's figures: `figure.png` (the paper's figure 2: R_d, R_n and R against puzzles generated, one line
-per run) and `selfplay.png` (the Solvers' pass rates, their evaluations over BC phases, R_n)."""
+per run), `selfplay.png` (the Solvers' pass rates, their evaluations over BC phases, R_n) and `effects.png` (the
+effects by run: each seed's, and their mean with its between-seed interval)."""
 
 from __future__ import annotations
 
@@ -82,6 +83,37 @@ def plot_selfplay(runs: list[TrainingRun], path: Path) -> None:
         axis.set_ylim(0, max(axis.get_ylim()[1], 0.05))  # from 0: a cropped axis makes a puzzle or two a climb
     plot_reward(novelty, runs, "R_n")
     _legend(figure, novelty)
+    figure.savefig(path, dpi=120)
+
+
+def plot_effects(effects: list[dict], path: Path) -> None:
+    """effects.png: a panel per statistic, a row per run: each seed's effect against its baseline (a dot coloured by
+    seed) and their mean with its 95% interval from the between-seed SE (Student's t, n − 1 degrees of freedom),
+    beside a line at 0, no effect."""
+    from matplotlib.figure import Figure
+    from scipy.stats import t as student
+
+    statistics = list(dict.fromkeys(effect["label"] for effect in effects))
+    seeds = list(dict.fromkeys(seed for effect in effects for seed in effect["seeds"]))
+    rows = max(sum(effect["label"] == label for effect in effects) for label in statistics)
+    figure = Figure(figsize=(4.5 * len(statistics), 1.5 + 0.45 * rows), layout="constrained")
+    for axis, label in zip(figure.subplots(1, len(statistics), squeeze=False)[0], statistics):
+        shown = [effect for effect in effects if effect["label"] == label]
+        for row, effect in enumerate(shown):
+            scale, summary = (100 if effect["percent"] else 1), effect["summary"]
+            for seed, value in zip(effect["seeds"], summary.effects):
+                axis.plot(scale * value, row, "o", color=f"C{seeds.index(seed)}", alpha=0.8)
+            half = 0.0 if summary.se is None else student.ppf(0.975, summary.runs - 1) * summary.se
+            axis.errorbar(scale * summary.mean, row - 0.25, xerr=scale * half, fmt="D", color="black", capsize=3)
+        axis.axvline(0, color="grey", linewidth=0.8)
+        axis.set_yticks(range(len(shown)), [effect["name"] for effect in shown])
+        axis.set_ylim(len(shown) - 0.5, -0.75)
+        axis.set(title=label, xlabel="points" if shown[0]["percent"] else "difference")
+        axis.grid(alpha=0.3, axis="x")
+    for seed in seeds:
+        axis.plot([], [], "o", color=f"C{seeds.index(seed)}", label=f"seed {seed}")
+    axis.errorbar([], [], xerr=[], fmt="D", color="black", capsize=3, label="mean, 95% interval")
+    _legend(figure, axis)
     figure.savefig(path, dpi=120)
 
 

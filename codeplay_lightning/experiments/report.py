@@ -6,18 +6,18 @@ from __future__ import annotations
 import re
 
 from codeplay_lightning.experiments.runs import PANELS, WINDOW, TrainingRun
-from codeplay_lightning.experiments.summaries import (
-    LAST,
-    SAMPLES,
-    against_baseline,
-    baseline_name,
-    by_seed,
-    effects_by_run,
-    selfplay_effects_by_run,
-)
+from codeplay_lightning.experiments.summaries import LAST, SAMPLES, spread_between_seeds
 
 
-def report(runs: list[TrainingRun], summaries: list[dict], selfplay: list[dict], seed: int) -> str:
+def report(
+    runs: list[TrainingRun],
+    summaries: list[dict],
+    selfplay: list[dict],
+    by_run: tuple[dict[int | None, list[dict]], list[dict]],
+    seed: int,
+) -> str:
+    """The report of `compare`'s findings: each run's `summaries`, `selfplay`'s summaries, and `by_run` (each seed's
+    rows against its baseline, the effects by run), with `seed` the seed of the appendix's samples."""
     lines = [
         "# Setter training runs compared",
         "",
@@ -43,14 +43,11 @@ def report(runs: list[TrainingRun], summaries: list[dict], selfplay: list[dict],
     ]
     noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
     lines += [*noted, ""] if noted else []
-    seeds = by_seed(runs)
-    within = {
-        seed: rows for seed, group in seeds.items() if len(rows := against_baseline(group, baseline_name(group))) > 1
-    }
-    effects = effects_by_run(within) + (selfplay_effects_by_run(seeds) if selfplay else [])
+    within, effects = by_run
     lines += effects_report(effects) if effects else []
-    for seed, rows in within.items():
-        lines += baseline_report(rows, seed if len(seeds) > 1 else None)
+    several = len({run.seed for run in runs}) > 1
+    for run_seed, rows in within.items():
+        lines += baseline_report(rows, run_seed if several else None)
     lines += selfplay_report(selfplay) if selfplay else []
     lines += [
         "## Puzzles at the end of training (as the paper's appendix C)",
@@ -86,6 +83,11 @@ def effects_report(effects: list[dict]) -> list[str]:
         "per-puzzle) standard error, which counts the puzzles of one trajectory as independent and so understates "
         "the uncertainty; seeds disagree far beyond it. With one seed there is no between-run uncertainty to report.",
         "",
+        *(
+            ["![Effects by run: each seed's, and their mean with its 95% interval](effects.png)", ""]
+            if spread_between_seeds(effects)
+            else []
+        ),
         "| run | statistic | " + " | ".join(f"seed {seed}" for seed in seeds) + " | mean over seeds | t (df), p |",
         "|---|---|" + "--:|" * len(seeds) + "--:|--:|",
     ]

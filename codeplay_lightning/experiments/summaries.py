@@ -150,6 +150,21 @@ def selfplay_effects_by_run(runs_by_seed: dict[int | None, list[TrainingRun]]) -
     return over_seeds(cells)
 
 
+def by_run(runs: list[TrainingRun], learned: bool) -> tuple[dict[int | None, list[dict]], list[dict]]:
+    """What the runs say by run: each seed's `against_baseline` rows (seeds with a baseline and another run) and
+    the effects over seeds, self-play's too where a Solver `learned`."""
+    seeds = by_seed(runs)
+    within = {
+        seed: rows for seed, group in seeds.items() if len(rows := against_baseline(group, baseline_name(group))) > 1
+    }
+    return within, effects_by_run(within) + (selfplay_effects_by_run(seeds) if learned else [])
+
+
+def spread_between_seeds(effects: list[dict]) -> bool:
+    """Whether some effect was measured over two seeds or more (then it has a between-seed interval to draw)."""
+    return any(effect["summary"].se is not None for effect in effects)
+
+
 def over_seeds(cells: dict[tuple[str, str, bool], dict[int | None, tuple[float, float | None]]]) -> list[dict]:
     """(run name, statistic, percent) -> {seed: (effect, within-run SE or None)}, summarised over the seeds by
     `between_runs`."""

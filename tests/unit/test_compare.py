@@ -316,6 +316,7 @@ def test_the_phase_table_sets_phase_0_beside_the_last_phase(tmp_path):
     assert list(run.phases) == [0, 1, 2, 3] and run.learn_every == 2
     assert any("solver.jsonl line 4 is cut short" in note for note in run.notes)
     result = compare([run_dir], tmp_path / "out")
+    assert not (tmp_path / "out" / "effects.png").exists()  # one seed: no interval between seeds to draw
     row = result["selfplay"]["runs"][0]
     assert (row["phases"], row["learn_every"], row["attempted"]) == (3, 2, 30)
     assert row["evaluations"] == {
@@ -446,8 +447,11 @@ def test_effects_by_run_are_each_seeds_difference_then_the_spread_between_seeds(
             return np.mean([r["D"] is not None for r in rows if r["iteration"] > 0 and r["valid"]])
 
         naive.append(solved(difficulty) - solved(none))
-    compare(run_dirs, tmp_path / "out")
+    compare(run_dirs, tmp_path / "out", seed=7)
     report = (tmp_path / "out" / "report.md").read_text()
+    assert "drawn without replacement from its last 100 (seed 7;" in report  # the samples' seed, not a run's
+    height, width, _ = imread(tmp_path / "out" / "effects.png").shape
+    assert width > height > 0 and "](effects.png)" in report
     section = report.split("## Effects by run")[1].split("## ")[0]
     row = next(line for line in section.splitlines() if line.startswith("| difficulty | solved of valid"))
     test = ttest_1samp(naive, 0.0)
