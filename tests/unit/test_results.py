@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SYNTHESIS = ROOT / "docs" / "results" / "synthesis"
 COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the repository's root (records/README.md)
     "docs/results/sweep/report.md": "docs/results/records/sweep/seed-*/*",
+    "docs/results/selfplay-pair/report.md": "docs/results/records/selfplay/seed-*/*",
 }
 TABLES = {  # report: (its runs, as `codeplay synthesis-table` is given them in docs/results/synthesis, its title)
     "families/table.md": (
