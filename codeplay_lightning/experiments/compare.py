@@ -42,11 +42,11 @@ def compare(run_dirs: list[Path], out: Path, seed: int = 0) -> dict:
     runs = read_runs(run_dirs)
     out.mkdir(parents=True, exist_ok=True)
     plot(runs, out / "figure.png")
-    learned = any(run.learn_every for run in runs)  # with fixed Solvers only, current and initial are one Solver
+    learned = any(run.solver_learns for run in runs)  # with fixed Solvers only, current and initial are one Solver
     selfplay = [selfplay_summary(run) for run in runs if run.selfplay] if learned else []
     if selfplay:
         plot_selfplay(runs, out / "selfplay.png")
-    findings = by_run(runs, learned=bool(selfplay))
+    findings = by_run(runs, selfplay)
     if spread_between_seeds(findings[1]):
         plot_effects(findings[1], out / "effects.png")
     summaries = [summary(run) | {"sampled": sample_last(run.puzzles, seed)} for run in runs]

@@ -42,6 +42,16 @@ class TrainingRun:
         """Its records say which puzzles the initial Solver attempted (runs from before self-play do not)."""
         return any("initial_attempted" in puzzle for puzzle in self.puzzles)
 
+    @property
+    def solver_learns(self) -> bool:
+        """A self-play run whose Solver learns (`selfplay.learn_every` > 0)."""
+        return self.selfplay and bool(self.learn_every)
+
+    @property
+    def solver_fixed(self) -> bool:
+        """A self-play run whose Solver stays fixed (`selfplay.learn_every` 0): the baseline of one that learns."""
+        return self.selfplay and self.learn_every == 0
+
 
 def read_runs(run_dirs: list[Path]) -> list[TrainingRun]:
     runs = [read_run(Path(run_dir)) for run_dir in run_dirs]

@@ -49,9 +49,9 @@ def baseline_name(runs: list[TrainingRun]) -> str | None:
     Solver learns, the one whose Solver stays fixed (`selfplay.learn_every` 0); None when there is neither."""
     if any(run.name == "none" for run in runs):
         return "none"
-    if not any(run.selfplay and run.learn_every for run in runs):
+    if not any(run.solver_learns for run in runs):
         return None
-    return next((run.name for run in runs if run.selfplay and run.learn_every == 0), None)
+    return next((run.name for run in runs if run.solver_fixed), None)
 
 
 def against_baseline(runs: list[TrainingRun], baseline: str | None) -> list[dict]:
@@ -122,22 +122,21 @@ def effects_by_run(rows_by_seed: dict[int | None, list[dict]]) -> list[dict]:
     return over_seeds(cells)
 
 
-def selfplay_effects_by_run(runs_by_seed: dict[int | None, list[TrainingRun]]) -> list[dict]:
+def selfplay_effects_by_run(
+    runs_by_seed: dict[int | None, list[TrainingRun]], summaries: dict[str, dict]
+) -> list[dict]:
     """Self-play's effects by run. Each learning run's Solver against its own initial Solver: the pass rate 1/D on
     the same puzzles (paired SE within the run), and each evaluation set's pass@k, the last BC phase's minus phase
     0's. And the paper's objective against its seed's fixed-Solver run: the initial Solver's pass-rate trend per 100
-    puzzles, the learning run's minus the fixed run's (negative: the Setter's puzzles get harder faster)."""
+    puzzles, the learning run's minus the fixed run's (negative: the Setter's puzzles get harder faster).
+    `summaries`: each self-play run's `selfplay_summary`, by its path."""
     cells: dict[tuple, dict] = defaultdict(dict)
     for seed, runs in runs_by_seed.items():
-        fixed = next((run for run in runs if run.selfplay and run.learn_every == 0), None)
-        fixed_trend = selfplay_summary(fixed)["trend"]["initial"] if fixed else None
-        for run in runs:
-            if not (run.selfplay and run.learn_every):
-                continue
-            found = selfplay_summary(run)
-            _, current, initial = pass_rates(run.puzzles)
-            gap = paired_mean_and_se([mine - theirs for mine, theirs in zip(current, initial)])
-            if gap is not None:
+        fixed = next((run for run in runs if run.solver_fixed), None)
+        fixed_trend = summaries[str(fixed.path)]["trend"]["initial"] if fixed else None
+        for run in (run for run in runs if run.solver_learns):
+            found = summaries[str(run.path)]
+            if (gap := found["gap"]["whole"]) is not None:
                 cells[run.name, "current − initial Solver's pass rate, same puzzles", False][seed] = gap
             for name, keys in found["evaluations"].items():
                 for key, (first, last) in keys.items():
@@ -150,14 +149,15 @@ def selfplay_effects_by_run(runs_by_seed: dict[int | None, list[TrainingRun]]) -
     return over_seeds(cells)
 
 
-def by_run(runs: list[TrainingRun], learned: bool) -> tuple[dict[int | None, list[dict]], list[dict]]:
+def by_run(runs: list[TrainingRun], selfplay: list[dict]) -> tuple[dict[int | None, list[dict]], list[dict]]:
     """What the runs say by run: each seed's `against_baseline` rows (seeds with a baseline and another run) and
-    the effects over seeds, self-play's too where a Solver `learned`."""
+    the effects over seeds, self-play's too from its runs' `selfplay_summary`s (none: no Solver learned)."""
     seeds = by_seed(runs)
     within = {
         seed: rows for seed, group in seeds.items() if len(rows := against_baseline(group, baseline_name(group))) > 1
     }
-    return within, effects_by_run(within) + (selfplay_effects_by_run(seeds) if learned else [])
+    by_path = {row["run"]: row for row in selfplay}
+    return within, effects_by_run(within) + (selfplay_effects_by_run(seeds, by_path) if selfplay else [])
 
 
 def spread_between_seeds(effects: list[dict]) -> bool:
@@ -212,8 +212,8 @@ def selfplay_summary(run: TrainingRun) -> dict:
     """`pass_rate`: the mean over the last LAST puzzles the initial Solver attempted (None: none); `trend`: each
     Solver's pass-rate slope per 100 puzzles generated, with its standard error (the paper's objective: the
     initial Solver's falls, the learning one's holds); `gap`: the current minus the initial Solver's pass rate on
-    the same puzzles, mean and standard error, over the first and the second half of them; `evaluations`: set ->
-    "pass@k" -> (phase 0's, the last phase's)."""
+    the same puzzles, mean and standard error, over the first and the second half of them and over all of them;
+    `evaluations`: set -> "pass@k" -> (phase 0's, the last phase's)."""
     index, current, initial = pass_rates(run.puzzles)
     per_100 = [position / 100 for position in index]
     gaps = [mine - theirs for mine, theirs in zip(current, initial)]
@@ -232,6 +232,10 @@ def selfplay_summary(run: TrainingRun) -> dict:
             "initial": float(np.mean(initial[-LAST:])) if initial else None,
         },
         "trend": {"current": slope_and_se(per_100, current), "initial": slope_and_se(per_100, initial)},
-        "gap": {"first_half": paired_mean_and_se(gaps[:half]), "second_half": paired_mean_and_se(gaps[half:])},
+        "gap": {
+            "first_half": paired_mean_and_se(gaps[:half]),
+            "second_half": paired_mean_and_se(gaps[half:]),
+            "whole": paired_mean_and_se(gaps),
+        },
         "evaluations": dict(evaluations),
     }

@@ -291,7 +291,7 @@ def test_the_pass_rates_match_a_naive_computation(tmp_path):
         assert row["trend"][key] == pytest.approx((slope, se))
     gaps = np.subtract(current, initial)
     half = len(gaps) // 2
-    for part, key in ((gaps[:half], "first_half"), (gaps[half:], "second_half")):
+    for part, key in ((gaps[:half], "first_half"), (gaps[half:], "second_half"), (gaps, "whole")):
         assert row["gap"][key] == pytest.approx((part.mean(), part.std(ddof=1) / np.sqrt(len(part))))
 
 
