@@ -1,5 +1,6 @@
 """Every committed report that its raw records can regenerate is what they regenerate: the commands of
-docs/results/ run on the committed records give the committed files, character for character."""
+docs/results/ run on the committed records give the committed files, character for character; and the findings
+table of docs/results/README.md quotes what those records give."""
 
 from __future__ import annotations
 
@@ -73,3 +74,42 @@ def test_a_training_comparison_regenerates_from_its_committed_records(tmp_path, 
     assert runs and all((run / "puzzles.jsonl.gz").is_file() for run in runs)
     compare(runs, tmp_path / "out")
     assert (tmp_path / "out" / "report.md").read_text() == (ROOT / report).read_text()
+
+
+FINDINGS_STATISTICS = ("solved of valid, it. 1+", "mean R_n, same positions")  # the sweep's findings table's columns
+
+
+def test_the_findings_table_quotes_what_the_records_give(monkeypatch):
+    """Each seed's effect, the mean ± between-seed SE, t and p as docs/results/README.md's table of the re-made sweep
+    writes them, against the effects by run of its committed records, to the last digit each cell shows (a solved
+    fraction in points)."""
+    from codeplay_lightning.experiments.runs import read_runs
+    from codeplay_lightning.experiments.summaries import by_run
+
+    monkeypatch.chdir(ROOT)
+    _, effects = by_run(read_runs(sorted(Path(".").glob(COMPARISONS["docs/results/sweep/report.md"]))), [])
+    effect = {(row["name"], row["label"]): row["summary"] for row in effects}
+    findings = (ROOT / "docs" / "results" / "README.md").read_text()
+    rows = table_after("**The re-made sweep, with its raw records**", findings)
+    assert len(rows) == 5
+    for preset, *cells in rows:
+        width = len(cells) // len(FINDINGS_STATISTICS)
+        for number, label in enumerate(FINDINGS_STATISTICS):
+            summary, scale = effect[(preset, label)], (100 if "solved" in label else 1)
+            *seeds, mean_and_se, t_and_p = cells[number * width : (number + 1) * width]
+            assert len(seeds) == summary.runs
+            quoted = [*seeds, *mean_and_se.split("±"), *t_and_p.split(", p =")]
+            exact = [value * scale for value in (*summary.effects, summary.mean, summary.se)] + [summary.t, summary.p]
+            for text, value in zip(quoted, exact, strict=True):
+                shown = text.strip().replace("−", "-")
+                decimals = len(shown.partition(".")[2])
+                assert abs(float(shown) - value) <= 0.5 * 10**-decimals + 1e-12, (preset, label, text, value)
+
+
+def table_after(paragraph: str, markdown: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the first table after the line that starts with `paragraph`."""
+    lines = markdown.split("\n")
+    start = next(number for number, line in enumerate(lines) if line.startswith(paragraph))
+    first = next(number for number in range(start, len(lines)) if lines[number].startswith("|"))
+    end = next((number for number in range(first, len(lines)) if not lines[number].startswith("|")), len(lines))
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[first + 2 : end]]  # past the rule
