@@ -1,9 +1,10 @@
 """Test support, built in code: a character-level tokenizer, a tiny Llama that streams characters,
 three puzzles with an LLM answer function the Solver tests share, and `ScriptedLLM`, an LLM whose
-completions a test writes."""
+completions a test writes; `markdown_table`, the rows of a table in the docs a test checks."""
 
 from __future__ import annotations
 
+import re
 import string
 import time
 from collections.abc import Callable, Iterable
@@ -180,3 +181,22 @@ def random_puzzles(lengths: list[int], seed: int = 0) -> tuple[list[Episode], li
         )
         for episode, reward in zip(episodes, rewards)
     ]
+
+
+def markdown_table(text: str, first_header: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the first markdown table in `text` whose header's first cell is
+    `first_header`."""
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith("|") and _cells(line)[0] == first_header:
+            rows = []
+            for row in lines[start + 2 :]:  # after the header and its |---| line
+                if not row.startswith("|"):
+                    break
+                rows.append(_cells(row))
+            return rows
+    raise AssertionError(f"no table with first header {first_header!r}")
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip()[1:-1])]

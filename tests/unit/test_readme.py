@@ -12,6 +12,7 @@ import pytest
 from codeplay_lightning.cli import COMMANDS
 from codeplay_lightning.config import TrainConfig, load_config
 from codeplay_lightning.experiments.sweep import PRESETS
+from tests.support import markdown_table
 
 ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()
@@ -27,24 +28,6 @@ def section(title: str) -> str:
     return match.group(1)
 
 
-def table(text: str, first_header: str) -> list[list[str]]:
-    """The body rows (cells stripped) of the markdown table in `text` whose header's first cell is `first_header`."""
-    lines = text.splitlines()
-    for start, line in enumerate(lines):
-        if line.startswith("|") and cells(line)[0] == first_header:
-            rows = []
-            for row in lines[start + 2 :]:  # after the header and its |---| line
-                if not row.startswith("|"):
-                    break
-                rows.append(cells(row))
-            return rows
-    raise AssertionError(f"no table with first header {first_header!r}")
-
-
-def cells(line: str) -> list[str]:
-    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
-
-
 def make_help_targets() -> list[str]:
     printed = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     targets = re.findall(r"^\s*make (\S+)", printed, re.M)
@@ -57,7 +40,9 @@ def config_of(name: str):
 
 
 def test_the_target_table_is_what_make_help_prints_in_its_order():
-    listed = [re.fullmatch(r"`make ([a-z-]+)`", row[0]).group(1) for row in table(section("Make targets"), "target")]
+    listed = [
+        re.fullmatch(r"`make ([a-z-]+)`", row[0]).group(1) for row in markdown_table(section("Make targets"), "target")
+    ]
     assert listed == make_help_targets()
 
 
@@ -83,13 +68,15 @@ def test_every_config_file_is_documented_and_every_config_named_exists():
     named = set(re.findall(r"configs/(\w+)\.yaml", README))
     assert named <= files, f"configs the README names but configs/ lacks: {named - files}"
     training = section("Training the Setter")
-    presets = [row[0].strip("`") for row in table(training, "preset") + table(training, "self-play preset")]
-    scales = [row[1].strip("`").removesuffix(".yaml") for row in table(training, "scale")]
+    presets = [
+        row[0].strip("`") for row in markdown_table(training, "preset") + markdown_table(training, "self-play preset")
+    ]
+    scales = [row[1].strip("`").removesuffix(".yaml") for row in markdown_table(training, "scale")]
     assert set(presets) | set(scales) == files | {"the defaults"}
 
 
 def test_the_self_play_presets_differ_only_in_whether_the_solver_learns():
-    (learning, learns), (fixed, stays) = table(section("Training the Setter"), "self-play preset")
+    (learning, learns), (fixed, stays) = markdown_table(section("Training the Setter"), "self-play preset")
     a, b = config_of(learning.strip("`")), config_of(fixed.strip("`"))
     assert (
         learns.startswith("learns")
@@ -102,7 +89,7 @@ def test_the_self_play_presets_differ_only_in_whether_the_solver_learns():
 
 
 def test_the_preset_table_is_the_sweeps_presets_with_the_weights_their_files_set():
-    rows = table(section("Training the Setter"), "preset")
+    rows = markdown_table(section("Training the Setter"), "preset")
     assert [name.strip("`") for name, _ in rows] == PRESETS
     for name, reward in rows:
         config = config_of(name.strip("`")).reward
@@ -114,7 +101,7 @@ def test_the_preset_table_is_the_sweeps_presets_with_the_weights_their_files_set
 
 
 def test_the_scale_table_is_what_the_config_files_set():
-    rows = table(section("Training the Setter"), "scale")
+    rows = markdown_table(section("Training the Setter"), "scale")
     assert len(rows) == 3
     for _, file, streams_steps, iterations, fewshot, attempts, model in rows:
         config = TrainConfig() if file == "the defaults" else config_of(file.strip("`").removesuffix(".yaml"))

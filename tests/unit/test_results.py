@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from codeplay_lightning.experiments.synthesis_table import load_runs, synthesis_table
+from tests.support import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SYNTHESIS = ROOT / "docs" / "results" / "synthesis"
@@ -81,21 +82,22 @@ FINDINGS_STATISTICS = ("solved of valid, it. 1+", "mean R_n, same positions")  #
 
 def test_the_findings_table_quotes_what_the_records_give(monkeypatch):
     """Each seed's effect, the mean ± between-seed SE, t and p as docs/results/README.md's table of the re-made sweep
-    writes them, against the effects by run of its committed records, to the last digit each cell shows (a solved
-    fraction in points)."""
+    writes them, against the effects by run of its committed records, to the last digit each cell shows (a fraction
+    in points)."""
     from codeplay_lightning.experiments.runs import read_runs
     from codeplay_lightning.experiments.summaries import by_run
 
     monkeypatch.chdir(ROOT)
     _, effects = by_run(read_runs(sorted(Path(".").glob(COMPARISONS["docs/results/sweep/report.md"]))), [])
-    effect = {(row["name"], row["label"]): row["summary"] for row in effects}
+    effect = {(row["name"], row["label"]): row for row in effects}
     findings = (ROOT / "docs" / "results" / "README.md").read_text()
-    rows = table_after("**The re-made sweep, with its raw records**", findings)
+    rows = markdown_table(findings[findings.index("**The re-made sweep, with its raw records**") :], "preset")
     assert len(rows) == 5
     for preset, *cells in rows:
         width = len(cells) // len(FINDINGS_STATISTICS)
         for number, label in enumerate(FINDINGS_STATISTICS):
-            summary, scale = effect[(preset, label)], (100 if "solved" in label else 1)
+            row = effect[(preset, label)]
+            summary, scale = row["summary"], (100 if row["percent"] else 1)
             *seeds, mean_and_se, t_and_p = cells[number * width : (number + 1) * width]
             assert len(seeds) == summary.runs
             quoted = [*seeds, *mean_and_se.split("±"), *t_and_p.split(", p =")]
@@ -104,12 +106,3 @@ def test_the_findings_table_quotes_what_the_records_give(monkeypatch):
                 shown = text.strip().replace("−", "-")
                 decimals = len(shown.partition(".")[2])
                 assert abs(float(shown) - value) <= 0.5 * 10**-decimals + 1e-12, (preset, label, text, value)
-
-
-def table_after(paragraph: str, markdown: str) -> list[list[str]]:
-    """The body rows (cells stripped) of the first table after the line that starts with `paragraph`."""
-    lines = markdown.split("\n")
-    start = next(number for number, line in enumerate(lines) if line.startswith(paragraph))
-    first = next(number for number in range(start, len(lines)) if lines[number].startswith("|"))
-    end = next((number for number in range(first, len(lines)) if not lines[number].startswith("|")), len(lines))
-    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[first + 2 : end]]  # past the rule
