@@ -28,7 +28,7 @@ from codeplay_lightning.experiments.runs import PANELS, read_runs
 from codeplay_lightning.experiments.summaries import (
     by_run,
     sample_last,
-    selfplay_summary,
+    selfplay_summaries,
     spread_between_seeds,
     summary,
 )
@@ -42,8 +42,7 @@ def compare(run_dirs: list[Path], out: Path, seed: int = 0) -> dict:
     runs = read_runs(run_dirs)
     out.mkdir(parents=True, exist_ok=True)
     plot(runs, out / "figure.png")
-    learned = any(run.solver_learns for run in runs)  # with fixed Solvers only, current and initial are one Solver
-    selfplay = [selfplay_summary(run) for run in runs if run.selfplay] if learned else []
+    selfplay = selfplay_summaries(runs)
     if selfplay:
         plot_selfplay(runs, out / "selfplay.png")
     findings = by_run(runs, selfplay)

@@ -208,6 +208,13 @@ def evaluation_curves(phases: dict[int, dict[str, dict]]) -> dict[tuple[str, str
     return dict(curves)
 
 
+def selfplay_summaries(runs: list[TrainingRun]) -> list[dict]:
+    """The self-play runs' `selfplay_summary`s when some run's Solver learned; none with fixed Solvers only, whose
+    current and initial Solver are one Solver."""
+    learned = any(run.solver_learns for run in runs)
+    return [selfplay_summary(run) for run in runs if run.selfplay] if learned else []
+
+
 def selfplay_summary(run: TrainingRun) -> dict:
     """`pass_rate`: the mean over the last LAST puzzles the initial Solver attempted (None: none); `trend`: each
     Solver's pass-rate slope per 100 puzzles generated, with its standard error (the paper's objective: the

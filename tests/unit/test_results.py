@@ -80,29 +80,43 @@ def test_a_training_comparison_regenerates_from_its_committed_records(tmp_path, 
 FINDINGS_STATISTICS = ("solved of valid, it. 1+", "mean R_n, same positions")  # the sweep's findings table's columns
 
 
+def effects_by_run(report: str) -> dict[tuple[str, str], dict]:
+    """(run name, statistic) -> its effect by run, over the committed records `report` is regenerated from."""
+    from codeplay_lightning.experiments.runs import read_runs
+    from codeplay_lightning.experiments.summaries import by_run, selfplay_summaries
+
+    runs = read_runs(sorted(Path(".").glob(COMPARISONS[report])))
+    _, effects = by_run(runs, selfplay_summaries(runs))
+    return {(row["name"], row["label"]): row for row in effects}
+
+
+def findings_table(heading: str, first_column: str) -> list[list[str]]:
+    findings = (ROOT / "docs" / "results" / "README.md").read_text()
+    return markdown_table(findings[findings.index(heading) :], first_column)
+
+
+def assert_quotes(cells: list[str], effect: dict) -> None:
+    """`cells` (each seed's effect, "mean ± SE", "t, p = p") give `effect` to the last digit each shows (a
+    fraction in points)."""
+    summary, scale = effect["summary"], (100 if effect["percent"] else 1)
+    *seeds, mean_and_se, t_and_p = cells
+    assert len(seeds) == summary.runs
+    quoted = [*seeds, *mean_and_se.split("±"), *t_and_p.split(", p =")]
+    exact = [value * scale for value in (*summary.effects, summary.mean, summary.se)] + [summary.t, summary.p]
+    for text, value in zip(quoted, exact, strict=True):
+        shown = text.strip().replace("−", "-")
+        decimals = len(shown.partition(".")[2])
+        assert abs(float(shown) - value) <= 0.5 * 10**-decimals + 1e-12, (effect["name"], effect["label"], text, value)
+
+
 def test_the_findings_table_quotes_what_the_records_give(monkeypatch):
     """Each seed's effect, the mean ± between-seed SE, t and p as docs/results/README.md's table of the re-made sweep
-    writes them, against the effects by run of its committed records, to the last digit each cell shows (a fraction
-    in points)."""
-    from codeplay_lightning.experiments.runs import read_runs
-    from codeplay_lightning.experiments.summaries import by_run
-
+    writes them, against the effects by run of its committed records."""
     monkeypatch.chdir(ROOT)
-    _, effects = by_run(read_runs(sorted(Path(".").glob(COMPARISONS["docs/results/sweep/report.md"]))), [])
-    effect = {(row["name"], row["label"]): row for row in effects}
-    findings = (ROOT / "docs" / "results" / "README.md").read_text()
-    rows = markdown_table(findings[findings.index("**The re-made sweep, with its raw records**") :], "preset")
+    effect = effects_by_run("docs/results/sweep/report.md")
+    rows = findings_table("**The re-made sweep, with its raw records**", "preset")
     assert len(rows) == 5
     for preset, *cells in rows:
         width = len(cells) // len(FINDINGS_STATISTICS)
         for number, label in enumerate(FINDINGS_STATISTICS):
-            row = effect[(preset, label)]
-            summary, scale = row["summary"], (100 if row["percent"] else 1)
-            *seeds, mean_and_se, t_and_p = cells[number * width : (number + 1) * width]
-            assert len(seeds) == summary.runs
-            quoted = [*seeds, *mean_and_se.split("±"), *t_and_p.split(", p =")]
-            exact = [value * scale for value in (*summary.effects, summary.mean, summary.se)] + [summary.t, summary.p]
-            for text, value in zip(quoted, exact, strict=True):
-                shown = text.strip().replace("−", "-")
-                decimals = len(shown.partition(".")[2])
-                assert abs(float(shown) - value) <= 0.5 * 10**-decimals + 1e-12, (preset, label, text, value)
+            assert_quotes(cells[number * width : (number + 1) * width], effect[(preset, label)])
