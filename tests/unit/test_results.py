@@ -109,7 +109,7 @@ def assert_quotes(cells: list[str], effect: dict) -> None:
         assert abs(float(shown) - value) <= 0.5 * 10**-decimals + 1e-12, (effect["name"], effect["label"], text, value)
 
 
-def test_the_findings_table_quotes_what_the_records_give(monkeypatch):
+def test_the_sweep_findings_table_quotes_what_the_records_give(monkeypatch):
     """Each seed's effect, the mean ± between-seed SE, t and p as docs/results/README.md's table of the re-made sweep
     writes them, against the effects by run of its committed records."""
     monkeypatch.chdir(ROOT)
@@ -120,3 +120,13 @@ def test_the_findings_table_quotes_what_the_records_give(monkeypatch):
         width = len(cells) // len(FINDINGS_STATISTICS)
         for number, label in enumerate(FINDINGS_STATISTICS):
             assert_quotes(cells[number * width : (number + 1) * width], effect[(preset, label)])
+
+
+def test_the_selfplay_findings_table_quotes_what_the_records_give(monkeypatch):
+    """The same for the re-made self-play pair's table: one row per statistic of `selfplay` by run."""
+    monkeypatch.chdir(ROOT)
+    effect = effects_by_run("docs/results/selfplay-pair/report.md")
+    rows = findings_table("**The re-made self-play pair, with its raw records**", "statistic")
+    assert {label for label, *_ in rows} == {label for name, label in effect if name == "selfplay"}
+    for label, *cells in rows:
+        assert_quotes(cells, effect[("selfplay", label)])
