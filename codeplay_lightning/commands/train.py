@@ -3,7 +3,8 @@ and Lightning are imported.
 
 SIGTERM (a scheduler's preemption, `docker stop`) stops the run at once and exits with status 143: the checkpoint
 of the last finished iteration stands (the iteration under way is sampled again on resume, as after a crash), and
-the command that resumes it is printed."""
+the command that resumes it is printed; stopped before its first iteration finished, it says there is no checkpoint
+to resume."""
 
 from __future__ import annotations
 
@@ -54,20 +55,36 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_libraries()
     signal.signal(signal.SIGTERM, _stop)
+    earlier_runs = _run_folders(config)
     try:
         run_dir = train(config, resume=args.resume)
     except Stopped:
-        resume = shlex.join(["codeplay", "train", *args.items, "--resume", "auto"])
-        print(
-            f"stopped by SIGTERM: the last finished iteration's checkpoint stands; resume with: {resume}",
-            file=sys.stderr,
-        )
+        started = _run_folders(config) - earlier_runs
+        print(_stopped(args.items, resumed=args.resume is not None, started=started), file=sys.stderr)
         return 128 + signal.SIGTERM
     from lightning.pytorch.utilities import rank_zero_only
 
     if rank_zero_only.rank == 0:  # under DDP every rank returns here: one says where the run is
         print(f"run directory: {run_dir}  (tensorboard --logdir {Path(config.trainer.run_root)})")
     return 0
+
+
+def _run_folders(config: TrainConfig) -> set[Path]:
+    return set(Path(config.trainer.run_root, config.name).glob("version_[0-9]*"))
+
+
+def _stopped(items: list[str], resumed: bool, started: set[Path]) -> str:
+    """The line a stopped run prints: the command that resumes it when a checkpoint of it stands (it resumed one,
+    or the run folder it `started` holds one), else that there is nothing to resume: `--resume auto` would find
+    none, or an earlier run's."""
+    if resumed or any((folder / "checkpoints" / "last.ckpt").is_file() for folder in started):
+        resume = shlex.join(["codeplay", "train", *items, "--resume", "auto"])
+        return f"stopped by SIGTERM: the last finished iteration's checkpoint stands; resume with: {resume}"
+    where = ", ".join(str(folder) for folder in sorted(started)) or "no run folder yet"
+    return (
+        f"stopped by SIGTERM before the first iteration finished ({where}): no checkpoint to resume; "
+        "train again to start afresh"
+    )
 
 
 def _keys_and_presets() -> str:

@@ -14,6 +14,7 @@ from codeplay_lightning.commands import cwm
 from codeplay_lightning.config import RolloutConfig, SolverConfig
 from codeplay_lightning.puzzles import load_p3
 from codeplay_lightning.puzzles.files import read_puzzle_file
+from tests.support import CONFIGS
 
 FIXTURE_P3 = Path(__file__).parents[1] / "fixtures" / "p3_small" / "puzzles.json"
 F_HELLO = "def f(s: str):\n    return 'Hello ' + s == 'Hello world'"
@@ -357,3 +358,39 @@ def test_both_synthesis_commands_sample_alike():
     programs = vars(build_parser().parse_args(["synthesize", "--task", "p3", "bundled"]))
     models = vars(build_parser().parse_args(["cwm", "synthesize", "--data", "d", "--env", "e", "--out", "o"]))
     assert {key: programs[key] for key in keys} == {key: models[key] for key in keys}
+
+
+@pytest.mark.parametrize("checkpointed", [True, False], ids=["an iteration finished", "none finished"])
+def test_a_stopped_train_says_how_to_resume_only_when_its_own_checkpoint_stands(
+    tmp_path, monkeypatch, capsys, checkpointed
+):
+    """SIGTERM lands while `train` runs (here: a stand-in that starts version_1 and is stopped); version_0, an
+    earlier run's with a checkpoint, must not count as this run's."""
+    import signal
+
+    from codeplay_lightning import train as train_module
+    from codeplay_lightning.commands import train as train_command
+
+    def stopped_train(config, resume=None):
+        folder = tmp_path / "runs" / "smoke" / "version_1"
+        (folder / "checkpoints").mkdir(parents=True)
+        if checkpointed:
+            (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
+        raise train_command.Stopped
+
+    (tmp_path / "runs" / "smoke" / "version_0" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "runs" / "smoke" / "version_0" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    monkeypatch.setattr(train_module, "train", stopped_train)
+    monkeypatch.setattr(train_command, "keep_freed_memory_on_cpu", lambda accelerator: None)
+    monkeypatch.setattr(signal, "signal", lambda number, handler: None)
+    status = main(["train", str(CONFIGS / "smoke.yaml"), f"trainer.run_root={tmp_path / 'runs'}"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert status == 143
+    if checkpointed:
+        assert last.startswith("stopped by SIGTERM: the last finished iteration's checkpoint stands; resume with:")
+        assert last.endswith("--resume auto")
+    else:
+        assert last == (
+            f"stopped by SIGTERM before the first iteration finished ({tmp_path / 'runs' / 'smoke' / 'version_1'}): "
+            "no checkpoint to resume; train again to start afresh"
+        )
