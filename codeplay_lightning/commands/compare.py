@@ -1,4 +1,4 @@
-"""`codeplay compare RUN_DIR... --out DIR`: the paper's figure 2 and appendix C from training runs."""
+"""`codeplay compare RUN_DIR... --out DIR [--iterations N]`: the paper's figure 2 and appendix C from training runs."""
 
 from __future__ import annotations
 
@@ -12,12 +12,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="runs/<preset>/version_N directories")
     parser.add_argument("--out", required=True, help="directory for figure.png and report.md")
     parser.add_argument("--seed", type=int, default=0, help="seeds the appendix's puzzle samples")
+    parser.add_argument(
+        "--iterations",
+        type=_positive,
+        metavar="N",
+        help="compare each run's first N iterations only (runs of different lengths over the same iterations)",
+    )
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of iterations (1 or more)")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
     from codeplay_lightning.experiments.compare import compare
 
-    print_comparison(compare([Path(run) for run in args.runs], Path(args.out), seed=args.seed))
+    print_comparison(
+        compare([Path(run) for run in args.runs], Path(args.out), seed=args.seed, iterations=args.iterations)
+    )
     return 0
 
 

@@ -34,12 +34,12 @@ from codeplay_lightning.experiments.summaries import (
 )
 
 
-def compare(run_dirs: list[Path], out: Path, seed: int = 0) -> dict:
+def compare(run_dirs: list[Path], out: Path, seed: int = 0, iterations: int | None = None) -> dict:
     """Write `out/figure.png` and `out/report.md`, and `out/selfplay.png` when a run's Solver learned; returns
-    what was written, per run (`selfplay`: None when no Solver learned)."""
+    what was written, per run (`selfplay`: None when no Solver learned). `iterations`: each run's first N only."""
     if not run_dirs:
         raise ValueError("give at least one run directory")
-    runs = read_runs(run_dirs)
+    runs = read_runs(run_dirs, iterations)
     out.mkdir(parents=True, exist_ok=True)
     plot(runs, out / "figure.png")
     selfplay = selfplay_summaries(runs)

@@ -2,7 +2,9 @@
 once, the last occurrence kept: a resumed run may have logged some puzzles of its interrupted iteration twice), its
 BC phases' evaluations (`solver.jsonl`) and what its `config.yaml` says (name, weights, seed, self-play). A run still
 training is read as far as it got; a line cut short by a crash is skipped with a note. A published run may keep
-its records gzipped (`puzzles.jsonl.gz`, ...): they read the same."""
+its records gzipped (`puzzles.jsonl.gz`, ...): they read the same. `iterations=N` reads each run's first N
+iterations only (its puzzles and the BC phases after them), to compare runs of different lengths over the same
+iterations; a run cut so says so in a note."""
 
 from __future__ import annotations
 
@@ -53,8 +55,8 @@ class TrainingRun:
         return self.selfplay and self.learn_every == 0
 
 
-def read_runs(run_dirs: list[Path]) -> list[TrainingRun]:
-    runs = [read_run(Path(run_dir)) for run_dir in run_dirs]
+def read_runs(run_dirs: list[Path], iterations: int | None = None) -> list[TrainingRun]:
+    runs = [read_run(Path(run_dir), iterations) for run_dir in run_dirs]
     repeated: dict[str, list[TrainingRun]] = {}
     for run in runs:
         repeated.setdefault(run.label, []).append(run)
@@ -66,7 +68,7 @@ def read_runs(run_dirs: list[Path]) -> list[TrainingRun]:
     return runs
 
 
-def read_run(run_dir: Path) -> TrainingRun:
+def read_run(run_dir: Path, iterations: int | None = None) -> TrainingRun:
     path = records_file(run_dir, "puzzles.jsonl")
     if path is None:
         raise ValueError(f"{run_dir} has no puzzles.jsonl: not a training run directory, or not started")
@@ -74,14 +76,17 @@ def read_run(run_dir: Path) -> TrainingRun:
     config = read_config(run_dir, notes)
     name = config.get("name", run_dir.parent.name)
     puzzles = read_puzzles(path, notes)
+    if iterations is not None and any(puzzle["iteration"] >= iterations for puzzle in puzzles):
+        notes.append(f"its first {iterations} iterations only (compare --iterations {iterations})")
+        puzzles = [puzzle for puzzle in puzzles if puzzle["iteration"] < iterations]
     if not puzzles:
         notes.append("no puzzles logged yet: this run is left out of the figure")
-    iterations, finished = config.get("trainer", {}).get("iterations"), records_file(run_dir, "iterations.jsonl")
-    if iterations and finished is not None:
+    planned, finished = config.get("trainer", {}).get("iterations"), records_file(run_dir, "iterations.jsonl")
+    if planned and finished is not None:
         done = len({record["iteration"] for line in records_lines(finished) if (record := _parse(line))})
-        if done < iterations:
-            notes.append(f"{done} of {iterations} iterations finished: still training, or stopped")
-    phases = read_phases(records_file(run_dir, "solver.jsonl"), notes)
+        if done < planned:
+            notes.append(f"{done} of {planned} iterations finished: still training, or stopped")
+    phases = read_phases(records_file(run_dir, "solver.jsonl"), notes, iterations)
     # runs recorded before self-play had a section of its own kept the key under `solver`
     learn_every = config.get("selfplay", config.get("solver", {})).get("learn_every")
     seed = config.get("trainer", {}).get("seed")
@@ -151,9 +156,9 @@ def read_puzzles(path: Path, notes: list[str]) -> list[dict]:
     return [by_index[index] for index in sorted(by_index)]
 
 
-def read_phases(path: Path | None, notes: list[str]) -> dict[int, dict[str, dict]]:
+def read_phases(path: Path | None, notes: list[str], iterations: int | None = None) -> dict[int, dict[str, dict]]:
     """Each evaluation set's summary by BC phase: 0 is the initial Solver's, before any BC; {} without
-    solver.jsonl (None: a fixed Solver, or no phase yet)."""
+    solver.jsonl (None: a fixed Solver, or no phase yet). With `iterations`, the phases after those only."""
     if path is None:
         return {}
     phases: dict[int, dict[str, dict]] = {}
@@ -163,6 +168,8 @@ def read_phases(path: Path | None, notes: list[str]) -> dict[int, dict[str, dict
         record = _parse(line)
         if record is None:
             notes.append(f"solver.jsonl line {number} is cut short: skipped")
+            continue
+        if iterations is not None and record["iteration"] >= iterations:
             continue
         if "initial" in record:
             phases[0] = record["initial"]

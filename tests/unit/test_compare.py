@@ -554,3 +554,37 @@ def test_gzipped_records_read_as_the_files_the_run_wrote(tmp_path):
     assert packed.notes == plain.notes
     assert "3 of 8 iterations finished: still training, or stopped" in packed.notes
     assert any("cut short" in note for note in packed.notes)
+
+
+def test_iterations_compares_each_runs_first_n_as_if_its_records_ended_there(tmp_path, capsys):
+    """A 16-iteration run beside 8-iteration ones: `iterations=N` reads it as the run whose records stop after
+    iteration N − 1 (its puzzles and the BC phases after them), saying so in a note; a shorter run is read whole."""
+    rows = [selfplay_puzzle(i, 2.0 if i % 3 else None, 4.0 if i % 2 else None) for i in range(1, 40)]
+    phases = [
+        {"iteration": 2 * phase - 1, "phase": phase, "learned": {"heldout_families": evaluation(0.1 * phase, 0.2)}}
+        for phase in (1, 2)
+    ]
+    phases[0]["initial"] = {"heldout_families": evaluation(0.05, 0.1)}
+
+    def learning_run(root: str, rows: list[dict], phases: list[dict]) -> Path:
+        run_dir = write_run(tmp_path / root, "selfplay", rows)
+        (run_dir / "config.yaml").write_text((run_dir / "config.yaml").read_text() + "selfplay:\n  learn_every: 2\n")
+        write_phases(run_dir, phases)
+        return run_dir
+
+    whole = learning_run("whole", rows, phases)  # iterations 0-3: puzzle(i) is in iteration i // 10
+    reference = learning_run("cut", [row for row in rows if row["iteration"] < 2], phases[:1])
+    cut, same = read_run(whole, iterations=2), read_run(reference)
+    assert (cut.puzzles, cut.phases) == (same.puzzles, same.phases) and list(cut.phases) == [0, 1]
+    assert cut.notes == ["its first 2 iterations only (compare --iterations 2)"] and same.notes == []
+    assert read_run(reference, iterations=2).notes == []  # nothing past iteration 1 to cut
+    cut_report = compare([whole], tmp_path / "cut_out", iterations=2)["report"].read_text()
+    reference_report = compare([reference], tmp_path / "reference_out")["report"].read_text()
+    note = f"- **selfplay (w_d=1, w_n=1)** (`{whole}`): its first 2 iterations only (compare --iterations 2)\n\n"
+    assert note in cut_report  # the notes' block: the one difference
+    assert cut_report.replace(note, "").replace(str(whole), str(reference)) == reference_report
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(whole), "--out", str(tmp_path / "cli"), "--iterations", "0"])
+    error = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "--iterations: '0' is not a number of iterations (1 or more)" in error
+    assert "\n" not in error
