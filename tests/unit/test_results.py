@@ -15,9 +15,13 @@ from tests.support import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SYNTHESIS = ROOT / "docs" / "results" / "synthesis"
-COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the repository's root (records/README.md)
-    "docs/results/sweep/report.md": "docs/results/records/sweep/seed-*/*",
-    "docs/results/selfplay-pair/report.md": "docs/results/records/selfplay/seed-*/*",
+COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the repository's root, and its --iterations
+    "docs/results/sweep/report.md": (["docs/results/records/sweep/seed-*/*"], None),
+    "docs/results/selfplay-pair/report.md": (["docs/results/records/selfplay/seed-*/*"], None),
+    "docs/results/selfplay-difficulty/report.md": (
+        ["docs/results/records/selfplay/seed-0/*", "docs/results/records/selfplay-difficulty/seed-0/*"],
+        8,
+    ),
 }
 TABLES = {  # report: (its runs, as `codeplay synthesis-table` is given them in docs/results/synthesis, its title)
     "families/table.md": (
@@ -71,10 +75,16 @@ def test_a_training_comparison_regenerates_from_its_committed_records(tmp_path, 
     from codeplay_lightning.experiments.compare import compare
 
     monkeypatch.chdir(ROOT)
-    runs = sorted(Path(".").glob(COMPARISONS[report]))
+    runs, iterations = comparison_runs(report)
     assert runs and all((run / "puzzles.jsonl.gz").is_file() for run in runs)
-    compare(runs, tmp_path / "out")
+    compare(runs, tmp_path / "out", iterations=iterations)
     assert (tmp_path / "out" / "report.md").read_text() == (ROOT / report).read_text()
+
+
+def comparison_runs(report: str) -> tuple[list[Path], int | None]:
+    """The runs `report` is regenerated from, in the command's order, and its --iterations."""
+    patterns, iterations = COMPARISONS[report]
+    return [run for pattern in patterns for run in sorted(Path(".").glob(pattern))], iterations
 
 
 FINDINGS_STATISTICS = ("solved of valid, it. 1+", "mean R_n, same positions")  # the sweep's findings table's columns
@@ -85,7 +95,7 @@ def effects_by_run(report: str) -> dict[tuple[str, str], dict]:
     from codeplay_lightning.experiments.runs import read_runs
     from codeplay_lightning.experiments.summaries import by_run, selfplay_summaries
 
-    runs = read_runs(sorted(Path(".").glob(COMPARISONS[report])))
+    runs = read_runs(comparison_runs(report)[0])
     _, effects = by_run(runs, selfplay_summaries(runs))
     return {(row["name"], row["label"]): row for row in effects}
 
