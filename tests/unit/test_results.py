@@ -95,7 +95,7 @@ def effects_by_run(report: str) -> dict[tuple[str, str], dict]:
     from codeplay_lightning.experiments.runs import read_runs
     from codeplay_lightning.experiments.summaries import by_run, selfplay_summaries
 
-    runs = read_runs(comparison_runs(report)[0])
+    runs = read_runs(*comparison_runs(report))
     _, effects = by_run(runs, selfplay_summaries(runs))
     return {(row["name"], row["label"]): row for row in effects}
 
