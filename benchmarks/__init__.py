@@ -5,6 +5,8 @@
   run): goal ≥ 25%, half of the floor of two fresh processes per program. Against a naive harness
   (one `multiprocessing.Process` plus one `Manager` per program, four driver threads) on the same
   programs, whose verdicts must be identical, and against unsandboxed in-process `exec`.
+- Judging an iteration's programs (184, the mix above) with 1 worker, 2 and `sandbox.workers: auto`'s number:
+  seconds and the speed-up over one worker.
 - Novelty archive: hnswlib 5-NN at a 100k archive against exact numpy search. Goal: ≥ 20×
   faster at recall@5 ≥ 0.95.
 - Judged puzzles per hour of one CPU-scale training iteration (configs/balanced.yaml, embedded
@@ -40,7 +42,7 @@ import multiprocessing
 import platform
 from pathlib import Path
 
-from benchmarks.sandbox import bench_sandbox
+from benchmarks.sandbox import bench_sandbox, bench_workers
 
 
 def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
@@ -62,6 +64,17 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
         ("sandbox / naive", f"{sandbox['speedup_vs_naive']:.1f}x", ""),
         ("sandbox / in-process", f"{sandbox['fraction_of_inprocess']:.2f}", "the ceiling is 1"),
         ("identical verdicts", str(sandbox["identical_verdicts"]), "required"),
+    ]
+    print("judging an iteration's programs with 1 worker, 2 and auto's ...", flush=True)
+    results["workers"] = scaling = bench_workers()
+    rows += [
+        (
+            f"judging {scaling['programs']} programs, {workers} worker(s): seconds",
+            f"{seconds:.2f}",
+            f"{scaling['speedup_over_one'][workers]:.2f}x one worker's speed"
+            + (" (auto here)" if workers == scaling["usable_cores"] else ""),
+        )
+        for workers, seconds in scaling["seconds"].items()
     ]
     print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
     # Imported only now: torch and its threads in this process would slow the naive harness's forks

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.execution.sandbox import usable_cores
 from codeplay_lightning.execution.warden.answers import answer_type_of
 from codeplay_lightning.execution.warden.programs import judge_answer, run_g
 from codeplay_lightning.puzzles import bundled_puzzles
@@ -20,6 +21,7 @@ NAIVE_THREADS = 4
 # in the benchmark mix runs long).
 NAIVE_DEADLINE = 5.0
 WORKERS = 2
+ITERATION_PROGRAMS = 184  # a CPU-scale iteration judges about 46 puzzles x N_a = 4 attempts
 # What a process costs on this machine: a minimal Python (no site, nothing imported) forking a child
 # that exits at once, and waiting for it, in a loop; run as WORKERS loops at once, as the sandbox runs.
 BARE_FORK_LOOP = """
@@ -132,4 +134,23 @@ def bench_sandbox(count: int) -> dict:
         "naive_hangs_rerun": len(hung),
         "mismatches": mismatches[:20],
         "status_counts": {s: statuses.count(s) for s in sorted(set(statuses))},
+    }
+
+
+def bench_workers(count: int = ITERATION_PROGRAMS) -> dict:
+    """An iteration's worth of programs judged with 1 worker, 2, and `auto`'s (one per usable core), each on a
+    warmed-up sandbox of its own: seconds, and the speed-up over one worker."""
+    programs = benchmark_programs(count)
+    seconds = {}
+    for workers in sorted({1, 2, usable_cores()}):
+        with Sandbox(workers=workers) as sandbox:
+            sandbox.verify(programs[:20])
+            started = time.perf_counter()
+            sandbox.verify(programs)
+            seconds[workers] = time.perf_counter() - started
+    return {
+        "programs": count,
+        "usable_cores": usable_cores(),
+        "seconds": seconds,
+        "speedup_over_one": {workers: seconds[1] / value for workers, value in seconds.items()},
     }

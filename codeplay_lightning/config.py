@@ -146,7 +146,9 @@ class RolloutConfig:
 
 @dataclass
 class SandboxConfig:
-    workers: int = 2  # programs judged at once, one warden process each
+    # programs judged at once, one warden process each; auto: one per core this process may use, the cores shared
+    # among the node's ranks, less one per rank on a GPU for the rank's own process (devices.judge_workers)
+    workers: int | str = "auto"
     timeout: float = 1.0  # seconds per program, as P3's judge
     # train where the sandbox isolates programs less than fully (not root, or no cgroup: docs/sandbox.md says what a
     # program can then do); without it such a machine is refused in one line
@@ -154,10 +156,14 @@ class SandboxConfig:
 
     def __post_init__(self) -> None:
         try:
-            checked_workers(self.workers)
             checked_timeout(self.timeout)
         except ValueError as error:
             raise ConfigError(f"sandbox.{error}") from None
+        if self.workers != "auto":
+            try:
+                checked_workers(self.workers)
+            except ValueError as error:
+                raise ConfigError(f"sandbox.{error} (or auto)") from None
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeplay_lightning.config import SandboxConfig
-from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers
+from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers, usable_cores
 from codeplay_lightning.search.driver import METHODS
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def add_workers_option(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=workers,
         default=SandboxConfig.workers,
-        help="sandbox wardens: programs judged at once (default: %(default)s)",
+        help="sandbox wardens: programs judged at once, or auto: one per usable core (default: auto)",
     )
 
 
@@ -163,7 +163,7 @@ def existing_file(text: str) -> str:
 
 
 def workers(text: str) -> int:
-    return _checked(checked_workers, int, text)
+    return usable_cores() if text == "auto" else _checked(checked_workers, int, text)
 
 
 def timeout(text: str) -> float:

@@ -52,6 +52,7 @@ REPLY_SLACK = 2.0  # seconds a warden may take past a program's wall guard (fork
 SOURCE_CHARS = 1 << 20  # of a program's f, g or source: anything longer is an error before it reaches a warden
 MAX_TIMEOUT = 86_400.0
 PR_SET_DUMPABLE = 4
+OWN_CGROUP, CGROUPS = Path("/proc/self/cgroup"), Path("/sys/fs/cgroup")  # (v2)
 
 
 def checked_workers(workers: object) -> int:
@@ -59,6 +60,18 @@ def checked_workers(workers: object) -> int:
     if type(workers) is not int or not 1 <= workers <= 256:
         raise ValueError(f"workers must be a whole number from 1 to 256, got {workers!r}")
     return workers
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity, less where its cgroup's CPU quota (a container's
+    `--cpus`) allows fewer."""
+    cores = len(os.sched_getaffinity(0))
+    try:
+        (group,) = [line[3:] for line in OWN_CGROUP.read_text().splitlines() if line[:3] == "0::"]
+        quota, period = (CGROUPS / group.lstrip("/") / "cpu.max").read_text().split()
+    except (OSError, ValueError):  # no cgroup v2, or no CPU controller in it
+        return cores
+    return cores if quota == "max" else max(1, min(cores, math.ceil(int(quota) / int(period))))
 
 
 def checked_timeout(seconds: object) -> float:

@@ -315,3 +315,54 @@ def test_a_gpu_runs_a_build_with_its_kernels_or_earlier_ptx(capability, architec
     from codeplay_lightning.devices import runs_on
 
     assert runs_on(*capability, architectures) is runs
+
+
+@pytest.mark.parametrize(
+    ("workers", "accelerator", "devices", "expected"),
+    [
+        ("auto", "cpu", 1, 16),  # a rank samples, then judges: on the CPU every core judges
+        ("auto", "cpu", 2, 8),  # DDP ranks share the node's cores
+        ("auto", "gpu", 1, 15),  # on a GPU each rank keeps a core for its own process
+        ("auto", "gpu", 8, 1),
+        ("auto", "gpu", 16, 1),  # at least one
+        (3, "gpu", 1, 3),  # a number is kept
+    ],
+)
+def test_auto_workers_share_the_nodes_cores_among_its_ranks(monkeypatch, workers, accelerator, devices, expected):
+    from codeplay_lightning import devices as devices_module
+    from codeplay_lightning.config import TrainerConfig
+
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: 16)
+    trainer = TrainerConfig(accelerator=accelerator, devices=devices, strategy="ddp")
+    assert devices_module.judge_workers(workers, trainer) == expected
+
+
+@pytest.mark.parametrize(
+    ("own", "cpu_max", "expected"),
+    [
+        ("0::/box\n", "250000 100000\n", 3),  # a container's --cpus=2.5: three wardens can keep it busy
+        ("0::/box\n", "max 100000\n", 6),  # no quota
+        ("0::/box\n", None, 6),  # no CPU controller
+        ("4:memory:/box\n1:cpu:/\n", None, 6),  # cgroup v1: its quota is not read
+    ],
+)
+def test_usable_cores_are_the_affinity_within_the_cgroups_quota(tmp_path, monkeypatch, own, cpu_max, expected):
+    from codeplay_lightning.execution import sandbox
+
+    (tmp_path / "self").write_text(own)
+    (tmp_path / "box").mkdir()
+    if cpu_max is not None:
+        (tmp_path / "box" / "cpu.max").write_text(cpu_max)
+    monkeypatch.setattr(sandbox, "OWN_CGROUP", tmp_path / "self")
+    monkeypatch.setattr(sandbox, "CGROUPS", tmp_path)
+    monkeypatch.setattr(sandbox.os, "sched_getaffinity", lambda pid: set(range(6)))
+    assert sandbox.usable_cores() == expected
+
+
+def test_sandbox_workers_take_auto_or_a_number():
+    assert load_config([CONFIGS / "balanced.yaml"]).sandbox.workers == "auto"
+    assert load_config([CONFIGS / "smoke.yaml"], ["sandbox.workers=3"]).sandbox.workers == 3
+    with pytest.raises(
+        ConfigError, match=r"sandbox.workers must be a whole number from 1 to 256, got 'all' \(or auto\)"
+    ):
+        load_config([CONFIGS / "smoke.yaml"], ["sandbox.workers=all"])
