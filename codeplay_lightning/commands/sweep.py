@@ -20,6 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-root", default="runs", help="each preset trains into RUN_ROOT/<preset>/version_0")
     parser.add_argument("--out", default="docs/results", help="where compare writes figure.png and report.md")
     parser.add_argument("--seed", type=int, default=0, help="trainer.seed of every run, and the compare seed")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        help="trainer.iterations of every run (default: each preset's own, the CPU scale's 10)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +32,6 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     presets = [preset.strip() for preset in args.presets.split(",") if preset.strip()] if args.presets else PRESETS
-    result = sweep(presets, Path(args.run_root), Path(args.out), seed=args.seed)
+    result = sweep(presets, Path(args.run_root), Path(args.out), seed=args.seed, iterations=args.iterations)
     print_comparison(result["comparison"])
     return 0

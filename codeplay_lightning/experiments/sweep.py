@@ -56,11 +56,14 @@ def sweep(
     run_root: Path,
     out: Path,
     seed: int = 0,
+    iterations: int | None = None,
     configs: Path = Path("configs"),
     trainer: Trainer = train_in_subprocess,
 ) -> dict:
-    """Train every preset that is not finished, in order, then compare them all into `out`."""
+    """Train every preset that is not finished, in order, for `iterations` each (None: the preset's own), then
+    compare them all into `out`."""
     overrides = [f"trainer.run_root={run_root}", f"trainer.seed={seed}"]
+    overrides += [f"trainer.iterations={iterations}"] if iterations is not None else []
     steps = [plan(preset, configs, overrides) for preset in presets]  # every error before any training
     for number, step in enumerate(steps, 1):
         log.info("[%d/%d] %s: %s %s", number, len(steps), step.preset, step.action, step.run_dir)

@@ -82,6 +82,19 @@ def test_a_fresh_sweep_trains_every_preset_then_compares(tmp_path):
     assert "seed: 5" in (tmp_path / "runs" / "product" / "version_0" / "config.yaml").read_text()
 
 
+def test_a_sweep_of_more_iterations_trains_on_the_finished_runs(tmp_path):
+    run_sweep(tmp_path, FakeTrainer())
+    trainer = FakeTrainer()
+    longer = ITERATIONS + 2
+    result = sweep(
+        ["none"], tmp_path / "runs", tmp_path / "results", seed=5, iterations=longer, configs=CONFIGS, trainer=trainer
+    )
+    run_dir = tmp_path / "runs" / "none" / "version_0"
+    assert trainer.calls == [("none", run_dir / "checkpoints" / "last.ckpt")]
+    assert puzzle_indices(run_dir) == list(range(1, longer * PER_ITERATION + 1))
+    assert result["comparison"]["runs"][0]["puzzles"] == longer * PER_ITERATION
+
+
 def test_a_finished_sweep_is_not_redone(tmp_path):
     run_sweep(tmp_path, FakeTrainer())
     trainer = FakeTrainer()
