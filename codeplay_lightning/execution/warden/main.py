@@ -53,7 +53,7 @@ from .protocol import (
     wall_guard,
     write_all,
 )
-from .seccomp import DENIED, seccomp_filter
+from .seccomp import ALLOWED, zygote_filter
 from .zygote import JUDGE_UID, KILL_SECONDS, NOBODY, Zygote
 
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
@@ -195,7 +195,7 @@ class Warden:
         self.workspace = None if self.namespaced else os.path.join(workspace, "work")
         self.trash: list[Removal] = []  # without namespaces: directories programs left, deleted between requests
         self.trashed = 0
-        self.seccomp = seccomp_filter() is not None
+        self.seccomp = zygote_filter() is not None
         self.compiled: tuple[str, bytes | ProgramError] | None = None  # the last source compiled here, and its code
         self.address_space = 0
         self.pid_namespace = -1
@@ -247,7 +247,7 @@ class Warden:
             if self.cpu_fd is not None
             else "the clock: wall time (a program beside a busy one can time out)"
         )
-        filtered = f"seccomp: no {DENIED}" if self.seccomp else "no seccomp filter on this architecture"
+        filtered = f"seccomp: {ALLOWED}" if self.seccomp else "no seccomp filter on this architecture"
         own = (
             "each program process in pid and mount namespaces of its own (no /proc, a fresh /tmp), "
             "a read-only root of its own on a tmpfs (the stdlib, offered packages, their libraries)"

@@ -13,7 +13,7 @@ import time
 from .isolation import CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, _check, _libc, drop_capabilities, fresh_tmp
 from .programs import CappedOutput, call_function, judge_answer, run_g
 from .protocol import pack, read_frame, write_all
-from .seccomp import ZYGOTE_NEEDS, Filter, denial_filter, install_seccomp, seccomp_filter, signal_filter
+from .seccomp import Filter, install_seccomp, program_filter, signal_filter, zygote_filter
 
 NOBODY = 65534  # runners' uid
 JUDGE_UID = 65533  # judges' and callers' uid: no runner can signal the judge of its own program
@@ -40,7 +40,7 @@ class Zygote:
         self.address_space, self.nproc = warden.address_space, warden.nproc
         self.recursion_limit, self.output_chars = warden.recursion_limit, warden.output_chars
         self.cgroup_fds = warden.cgroup_fds
-        own_filter = denial_filter(ZYGOTE_NEEDS)  # each program process's, on top of the zygote's
+        own_filter = program_filter()  # each program process's, on top of the zygote's
         self.own_filter = None if own_filter is None else Filter(own_filter)
         self.child_namespace = False  # whether its children's pid namespace is a new one (not its own)
         self.output: CappedOutput | None = None
@@ -49,7 +49,7 @@ class Zygote:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)  # without namespaces, orphans of program processes come here
         for fd in self.cgroup_fds:  # every process it forks starts in the program's cgroup
             os.write(fd, b"0")
-        main_filter = seccomp_filter(exempt=ZYGOTE_NEEDS)
+        main_filter = zygote_filter()
         if main_filter is not None:
             install_seccomp(main_filter)
         # what every program process starts with, set once here rather than in each
@@ -150,10 +150,10 @@ class Zygote:
             os.setuid(uid)
         elif self.world == "user":
             drop_capabilities()
-        if self.own_filter is not None:
-            self.own_filter.install()
         if not self.namespaced:  # the warden's uid: it must not be able to signal the supervisor, warden or zygote
             install_seccomp(signal_filter(os.getpid()))
+        if self.own_filter is not None:  # last: it refuses prctl
+            self.own_filter.install()
         random.seed(0)  # after the fork: `random` reseeds itself from the system in every forked child
         self.output = sys.stdout = sys.stderr = CappedOutput(self.output_chars)
 

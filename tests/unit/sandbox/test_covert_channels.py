@@ -17,8 +17,12 @@ import pytest
 from sandbox_support import FAST
 
 from codeplay_lightning.execution import Program, Sandbox
+from codeplay_lightning.execution.warden.seccomp import ABSENT, SYSCALLS
 
 STDLIB_FILE = os.path.join(os.path.dirname(os.__file__), "pydoc.py")  # in every root, read by no other test
+COLUMN = 0 if os.uname().machine == "x86_64" else 1
+CLONE, STATX = SYSCALLS["clone"][COLUMN], ABSENT["statx"][COLUMN]
+IO_SETUP, IO_DESTROY = (206, 207) if COLUMN == 0 else (0, 1)  # off the allowlist
 
 SEQUENTIAL = {  # f reads a count or a mark, then leaves one for whoever comes next
     # 1. a reused tmpfs: its inode counter
@@ -73,6 +77,32 @@ SEQUENTIAL = {  # f reads a count or a mark, then leaves one for whoever comes n
                 return x == 0
             os.pread(page, 4096, 0)  # cached now, for whoever comes next
             return int(cached) == x
+        """,
+    # 6. counters of the whole machine that syscalls read: a pidfd's inode number counts the processes made
+    "pidfd_inode": f"""
+        import ctypes, os
+        def f(x: int):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            pidfd = ctypes.c_int(-1)
+            child = libc.syscall({CLONE}, 0x1000 | 17, 0, ctypes.byref(pidfd), 0, 0)  # CLONE_PIDFD | SIGCHLD
+            if child == 0:
+                os._exit(0)
+            if child < 0:
+                return x == 0
+            os.waitpid(child, 0)
+            return os.fstat(pidfd.value).st_ino % 2 == x
+        """,
+    # a unique mount id counts the mounts made machine-wide: /tmp's minus the root's, the program processes before
+    "statx_mount_id": f"""
+        import ctypes
+        def mount_id(path):
+            buffer = ctypes.create_string_buffer(256)
+            if ctypes.CDLL(None).syscall({STATX}, -100, path, 0, 0x4000, buffer) != 0:  # STATX_MNT_ID_UNIQUE
+                return 0
+            return int.from_bytes(buffer.raw[144:152], "little")
+        def f(x: int):
+            return mount_id(b"/tmp") - mount_id(b"/") < 6  # the first program's judge: 4 (2 for each program)
         """,
 }
 
@@ -231,6 +261,61 @@ CONCURRENT = {  # (sender, receiver): the sender holds a mark while the receiver
             for number in range(3_000_000):  # about 0.3 s of CPU time on these cores
                 total += number % 7
             return total > 0
+        """,
+    ),
+    # 6. pools and counts of the whole machine: the aio events every process holds, the tasks of a uid
+    "aio_pool": (
+        f"""
+        import ctypes, time
+        def f(x: int):
+            libc = ctypes.CDLL(None)
+            held = []
+            for size in [1 << power for power in range(15, -1, -1)]:  # every event of the pool it can get
+                context = ctypes.c_ulong(0)
+                while libc.syscall({IO_SETUP}, size, ctypes.byref(context)) == 0:
+                    held.append(context)
+                    context = ctypes.c_ulong(0)
+            time.sleep(0.6)
+            return True
+        """,
+        f"""
+        import ctypes, time
+        def f(x: int):
+            time.sleep(0.2)
+            libc = ctypes.CDLL(None, use_errno=True)
+            context = ctypes.c_ulong(0)
+            if libc.syscall({IO_SETUP}, 1, ctypes.byref(context)) == 0:
+                return True
+            return ctypes.get_errno() == 1  # refused: EPERM; the pool taken: EAGAIN
+        """,
+    ),
+    "tasks_of_uid": (
+        """
+        import os, time
+        def f(x: int):
+            for _ in range(4):
+                if os.fork() == 0:
+                    time.sleep(0.6)
+                    os._exit(0)
+            time.sleep(0.6)
+            return True
+        """,
+        """
+        import os, resource, time
+        def f(x: int):
+            time.sleep(0.2)
+            try:  # at most one more task of this uid, machine-wide: a fork fails while another holds more
+                resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))
+            except PermissionError:
+                return True
+            try:
+                child = os.fork()
+            except BlockingIOError:
+                return False
+            if child == 0:
+                os._exit(0)
+            os.waitpid(child, 0)
+            return True
         """,
     ),
 }

@@ -27,7 +27,11 @@ STATE_PROBE_G = """
         os.remove("big")
         handlers = [str(signal.getsignal(number)) for number in (signal.SIGALRM, signal.SIGTERM, signal.SIGUSR1)]
         time.sleep(0.05)  # a timer left armed would fire here
-        return [limits, handlers, signal.set_wakeup_fd(-1), os.environ.get("TZ", ""), time.tzname[0], os.nice(0),
+        try:
+            nice = os.nice(0)
+        except PermissionError:  # (getpriority is off the allowlist)
+            nice = "refused"
+        return [limits, handlers, signal.set_wakeup_fd(-1), os.environ.get("TZ", ""), time.tzname[0], nice,
                 sorted(os.sched_getaffinity(0)), tracemalloc.is_tracing(), gc.isenabled(), list(gc.get_threshold()),
                 decimal.getcontext().prec, str(decimal.DefaultContext.rounding), str(typing.List[int]),
                 sorted(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else [], sys.getrecursionlimit()]
