@@ -211,6 +211,18 @@ class PPOConfig:
         _require(self.lr > 0 and self.clip_range > 0, "ppo.lr and ppo.clip_range must be > 0")
 
 
+@dataclass
+class EvaluationConfig:
+    """A curve that does not use the training reward: every `every` iterations the current Setter writes `puzzles`
+    puzzles from a fixed sampling seed, judged by the frozen initial Solver (`eval/*`, `eval.jsonl`)."""
+
+    every: int = 10  # iterations between evaluations, after the iteration's PPO update; 0: never
+    puzzles: int = 32
+
+    def __post_init__(self) -> None:
+        _require(self.every >= 0 and self.puzzles >= 1, "evaluation.every must be >= 0 and evaluation.puzzles >= 1")
+
+
 LOGGERS = {"csv": None, "wandb": "wandb", "mlflow": "mlflow"}  # trainer.loggers' names: the package each needs
 
 
@@ -253,6 +265,7 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
     def __post_init__(self) -> None:
         _require(
@@ -298,6 +311,8 @@ NOT_IDENTITY = {
     "trainer.run_root",
     "trainer.recompute_activations",  # the same gradients, kept or recomputed
     "trainer.loggers",
+    "evaluation.every",  # the evaluation draws from generators of its own: the run trains the same without it
+    "evaluation.puzzles",
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
@@ -32,6 +33,7 @@ from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.devices import check_devices, host_record, judge_workers, resolved_precision, usable_cores
 from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
+from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.models.loading import load_causal_lm, with_lora
 from codeplay_lightning.puzzles import (
     Puzzle,
@@ -42,6 +44,7 @@ from codeplay_lightning.puzzles import (
 )
 from codeplay_lightning.puzzles.files import puzzles_to_solve
 from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.setter.evaluation_callback import SetterEvaluation
 from codeplay_lightning.setter.export import CONFIG_KEY
 from codeplay_lightning.setter.progress import Progress
 from codeplay_lightning.setter.records import RunRecords
@@ -88,7 +91,7 @@ def train(
     policy, frozen, initial = _trainable(policy, config)
     examples = fewshot_puzzles()[: config.rollout.fewshot]
     embedder = load_embedder(config.reward.embedder)
-    reference_distance = _reference_distance(config, embedder)
+    reference, reference_distance = _reference_set(config, embedder)
     logger = TensorBoardLogger(
         config.trainer.run_root,
         name=config.name,
@@ -96,6 +99,7 @@ def train(
         default_hp_metric=False,
     )
     loggers = [logger, *(_other_logger(name, config, logger) for name in config.trainer.loggers)]
+    records = RunRecords(loggers)
     with _sandbox(config) as sandbox:
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
         # with LoRA the initial Solver's model is the policy, which the rollout runs with its adapters off
@@ -118,9 +122,12 @@ def train(
             archive=NoveltyArchive(embedder.get_embedding_dimension()),
             reference_distance=reference_distance,
             generator=generator,
-            records=RunRecords(loggers),
+            records=records,
             progress=Progress(config.trainer.iterations),
             selfplay=selfplay,
+        )
+        evaluation = _evaluation(
+            config, tokenizer, examples, initial_llm, sandbox, embedder, reference, reference_distance, records
         )
         module = SetterPPOModule(
             policy=policy,
@@ -133,7 +140,7 @@ def train(
             rewarded=config.reward.w_difficulty != 0 or config.reward.w_novelty != 0,
             recompute_activations=config.trainer.recompute_activations,
         )
-        trainer = _trainer(config, loggers, rollout, callbacks)
+        trainer = _trainer(config, loggers, [rollout, evaluation, *callbacks])
         if trainer.global_rank == 0:  # the first config.yaml stays: a resume writes its own beside it
             Path(logger.log_dir).mkdir(parents=True, exist_ok=True)
             written = f".resumed-{finished}" if checkpoint else ""
@@ -177,9 +184,7 @@ def _other_logger(name: str, config: TrainConfig, tensorboard: TensorBoardLogger
     return MLFlowLogger(experiment_name="codeplay_lightning", run_name=run_name)
 
 
-def _trainer(
-    config: TrainConfig, loggers: list[Logger], rollout: RolloutCallback, callbacks: Sequence[L.Callback]
-) -> L.Trainer:
+def _trainer(config: TrainConfig, loggers: list[Logger], callbacks: Sequence[L.Callback]) -> L.Trainer:
     """One Lightning epoch per PPO iteration, its steps the PPO minibatches, checkpointed after each iteration."""
     return L.Trainer(
         max_epochs=config.trainer.iterations,
@@ -197,7 +202,6 @@ def _trainer(
         enable_progress_bar=False,  # the rollout callback's Progress shows the whole iteration, not the PPO steps
         enable_model_summary=False,  # the policy's size is logged as it loads
         callbacks=[
-            rollout,
             IterationCheckpoint(Path(loggers[0].log_dir) / "checkpoints" / "last.ckpt", config),
             *callbacks,
         ],
@@ -336,9 +340,40 @@ def _solver_llm(config: TrainConfig, frozen, tokenizer, generator: torch.Generat
     return llm, llm.model if isinstance(llm, HFLLM) else None
 
 
-def _reference_distance(config: TrainConfig, embedder) -> float:
-    """What R_n's distances are normalised by: the mean pairwise distance of P3's train split when
-    `reward.reference` gives P3's puzzles.json, else of our corpus's training families."""
+def _evaluation(
+    config: TrainConfig,
+    tokenizer,
+    examples: Sequence[Puzzle],
+    initial_llm: LLM,
+    sandbox: Sandbox,
+    embedder,
+    reference: np.ndarray,
+    reference_distance: float,
+    records: RunRecords,
+) -> SetterEvaluation:
+    """The Setter's evaluation, its initial Solver on a copy of the initial Solver's LLM that draws from a generator
+    and counts tokens of its own (the rollout's stay as they would be without it)."""
+    generator = torch.Generator()
+    llm = copy.copy(initial_llm)
+    llm.generator, llm.usage = generator, LLMUsage()
+    archive = NoveltyArchive(embedder.get_embedding_dimension())
+    archive.add([""] * len(reference), reference)  # (only its distances are read)
+    return SetterEvaluation(
+        config=config,
+        tokenizer=tokenizer,
+        examples=examples,
+        solver=STRATEGIES[config.solver.strategy].build(llm, sandbox, examples, config.solver, generator),
+        solver_generator=generator,
+        embedder=embedder,
+        reference=archive,
+        reference_distance=reference_distance,
+        records=records,
+    )
+
+
+def _reference_set(config: TrainConfig, embedder) -> tuple[np.ndarray, float]:
+    """The reference set's embeddings and what R_n's distances are normalised by, their mean pairwise distance: P3's
+    train split when `reward.reference` gives P3's puzzles.json, else our corpus's training families."""
     if config.reward.reference is None:
         reference = reference_puzzles()
         name = "our corpus's training families; reward.reference=P3's puzzles.json for P3's"
@@ -346,9 +381,10 @@ def _reference_distance(config: TrainConfig, embedder) -> float:
         split = load_p3_split(config.reward.reference_split)
         reference = in_classes(load_p3(config.reward.reference), split["train"])
         name = f"P3's train split of {config.reward.reference}"
-    distance = reference_mean_distance(embed(embedder, [p.f for p in reference]))
+    embeddings = embed(embedder, [p.f for p in reference])
+    distance = reference_mean_distance(embeddings)
     log.info("novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)", distance, len(reference), name)
-    return distance
+    return embeddings, distance
 
 
 def find_checkpoint(config: TrainConfig, resume: str) -> tuple[str, int]:

@@ -5,6 +5,7 @@ normalised like the training reward). The puzzles are judged and scored by the r
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -13,7 +14,13 @@ from codeplay_lightning.config import RewardConfig
 from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.llm import HFLLM, OpenAILLM
 from codeplay_lightning.puzzles import SETTER_STOP, Puzzle, setter_prompt
-from codeplay_lightning.setter.rollout import judge_puzzles, novelty_distances, reward_puzzles, setter_sampling_prompt
+from codeplay_lightning.setter.rollout import (
+    Judged,
+    judge_puzzles,
+    novelty_distances,
+    reward_puzzles,
+    setter_sampling_prompt,
+)
 from codeplay_lightning.solver import Solver
 
 
@@ -44,6 +51,16 @@ def evaluate_setter(texts: Sequence[str], solver: Solver) -> tuple[dict, list[di
         texts, [p.valid for p in scored], [p.passes > 0 for p in scored if p.valid], [p.r_novelty for p in scored]
     )
     return summary, rows
+
+
+def evaluation_summary(texts: Sequence[str], judged: list[Judged], novelty: Sequence[float]) -> dict:
+    """`setter_summary` of puzzles judged by a Solver, and the share hard but solvable: solved, but not at once
+    (D > 1: some of the Solver's attempts failed, or a search needed more than one call)."""
+    results = [result for _, result in judged if result is not None]
+    hard = sum(1 < result.difficulty < math.inf for result in results)
+    valid = [check.valid for check, _ in judged]
+    solved = [result.difficulty < math.inf for result in results]
+    return setter_summary(texts, valid, solved, novelty) | {"hard_but_solvable": hard / len(texts)}
 
 
 def setter_summary(

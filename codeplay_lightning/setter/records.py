@@ -4,10 +4,11 @@
   Solver's D where self-play re-judged it), R_d, R_n and R;
 - `iterations.jsonl`: where each iteration's time went, the work done and the peak memory;
 - `solver.jsonl`: each BC phase of a learning Solver, with the evaluations after it;
+- `eval.jsonl`: each evaluation of the Setter's policy (`evaluation.every`), its puzzles and their verdicts;
 - TensorBoard: `reward_by_puzzle/*` against puzzles generated (raw and smoothed over the last 200 puzzles, the paper's
-  curves); `rollout/*`, `ppo/*`, `solver/*`, `time/*` and `memory/*` against iterations, 1 to N, as users count them
-  (the initial Solver's evaluations at 0); the last puzzles as text; the run's settings in the HPARAMS tab against
-  its last iteration's `HPARAMS_METRICS`.
+  curves); `rollout/*`, `ppo/*`, `solver/*`, `eval/*`, `time/*` and `memory/*` against iterations, 1 to N, as users
+  count them (the initial Solver's evaluations at 0); the last puzzles as text; the run's settings in the HPARAMS tab
+  against its last iteration's `HPARAMS_METRICS`.
 
 The rollout callback hands the records over; this module only writes them.
 """
@@ -66,7 +67,7 @@ class RunRecords:
         if not self.writes:
             return
         _keep_records(self.run_dir / "puzzles.jsonl", lambda record: record["index"] <= self.puzzles_generated)
-        for name in ("iterations.jsonl", "solver.jsonl"):
+        for name in ("iterations.jsonl", "solver.jsonl", "eval.jsonl"):
             _keep_records(self.run_dir / name, lambda record: record["iteration"] < iteration)
 
     def settings(self, identity: dict[str, object]) -> None:
@@ -159,6 +160,15 @@ class RunRecords:
             self._log_metrics(_pass_metrics(phase["initial"]), step=0)
         bc = {f"solver/bc_{key}": value for key, value in phase["bc"].items()}
         self._log_metrics(bc | _pass_metrics(phase["learned"]), step=iteration + 1)
+
+    def evaluation(self, record: dict) -> None:
+        """An evaluation of the Setter (`SetterEvaluation`'s) to eval.jsonl, its shares and R_n to `eval/*`."""
+        if not self.writes:
+            return
+        with (self.run_dir / "eval.jsonl").open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        metrics = {f"eval/{key}": value for key, value in record["summary"].items() if key != "puzzles"}
+        self._log_metrics(metrics, step=record["iteration"] + 1)
 
     def _log_metrics(self, metrics: dict[str, float], step: int) -> None:
         for logger in self.loggers:

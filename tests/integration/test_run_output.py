@@ -10,7 +10,7 @@ import re
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
-from training_runs import read_puzzles, run, tiny_config
+from training_runs import read_puzzles, read_records, run, tiny_config
 
 from codeplay_lightning.config import run_identity
 from codeplay_lightning.setter.records import HPARAMS_METRICS
@@ -72,3 +72,40 @@ def test_the_console_has_a_line_per_iteration_and_a_summary(tmp_path, stream_mod
     assert re.fullmatch(
         rf"trained 2 iterations in [\d.]+ min: {len(puzzles)} puzzles, 0% valid, 0% solved; .*", lines[2]
     )
+
+
+def test_the_setter_evaluation_is_logged_and_changes_nothing_the_run_trains_on(tmp_path, stream_model, char_tokenizer):
+    """`evaluation.every=1`: an eval.jsonl row and `eval/*` at every iteration's step; the run's puzzles are those of
+    the same run without it. A policy that takes no PPO step (the unrewarded run) is evaluated to the same puzzles and
+    verdicts every time: the evaluation's draws are fixed, only the policy moves them."""
+    common = ("trainer.iterations=2", "evaluation.puzzles=4")
+    evaluated = run(tmp_path / "on", stream_model, char_tokenizer, *common, "evaluation.every=1")
+    plain = run(tmp_path / "off", stream_model, char_tokenizer, *common, "evaluation.every=0")
+    assert read_puzzles(evaluated) == read_puzzles(plain) and not (plain / "eval.jsonl").exists()
+    rows = read_records(evaluated, "eval.jsonl")
+    assert [row["iteration"] for row in rows] == [0, 1]
+    for row in rows:
+        summary, puzzles = row["summary"], row["puzzles"]
+        assert summary["puzzles"] == len(puzzles) == 4
+        assert summary["valid"] == sum(p["valid"] for p in puzzles) / 4
+        assert summary["solved"] == sum(p["D"] is not None for p in puzzles) / 4
+        assert summary["hard_but_solvable"] == sum(p["D"] is not None and p["D"] > 1 for p in puzzles) / 4
+        assert summary["mean_r_n"] == pytest.approx(sum(p["R_n"] for p in puzzles) / 4)
+        assert all(p["R_n"] > 0 for p in puzzles)  # against the reference set, never an empty archive
+    scalars = events(evaluated).Scalars
+    for key in ("valid", "solved", "hard_but_solvable", "mean_r_n"):
+        assert [(event.step, event.value) for event in scalars(f"eval/{key}")] == [
+            (row["iteration"] + 1, pytest.approx(row["summary"][key])) for row in rows
+        ]
+
+    still = run(
+        tmp_path / "none",
+        stream_model,
+        char_tokenizer,
+        *common,
+        "evaluation.every=1",
+        "reward.w_difficulty=0",
+        "reward.w_novelty=0",
+    )
+    first, second = read_records(still, "eval.jsonl")
+    assert first["puzzles"] == second["puzzles"] and first["summary"] == second["summary"]
