@@ -1,8 +1,8 @@
 """The syscall filters of program processes: an allowlist. A program process may make the syscalls of `SYSCALLS`
-(each with the reason it needs it, found by tracing honest programs: P3 puzzles, the corpus's families, Code World
-Models with numpy, threads and forks), some only with the arguments of `ONE_OF` and `NONE_OF`; every other syscall
-fails with EPERM, whatever its number, those added to Linux after this table was written included. Two fail with
-ENOSYS instead (`ABSENT`), so that the C library uses the older form they replace."""
+(each with the reason it needs it, found by tracing honest programs: the bundled puzzles, the corpus's families,
+Code World Models with numpy, threads and forks), some only with the arguments of `ONE_OF` and `NONE_OF`; every
+other syscall fails with EPERM, whatever its number, those added to Linux after this table was written included.
+Two fail with ENOSYS instead (`ABSENT`), so that the C library uses the older form they replace."""
 
 import ctypes
 import os
@@ -19,7 +19,7 @@ SYSCALLS = {  # name: (x86_64, aarch64, why); None: the architecture has only th
     "mremap": (25, 216, "growing a large list or array"),
     "mprotect": (10, 226, "extension modules, thread stacks' guard pages"),
     "madvise": (28, 233, "returning freed memory (the advice of ONE_OF)"),
-    "mbind": (237, 235, "glibc's thread stacks and arenas: the memory policy of its own pages"),
+    "mbind": (237, 235, "OpenBLAS (numpy): the memory policy of its own buffers"),
     # files: the read-only root and its own /tmp
     "read": (0, 63, "files, its request pipe"),
     "write": (1, 64, "files, its reply pipe"),
@@ -81,7 +81,7 @@ SYSCALLS = {  # name: (x86_64, aarch64, why); None: the architecture has only th
     "set_robust_list": (273, 99, "a new thread or child (glibc)"),
     "rseq": (334, 293, "a new thread (glibc)"),
     "futex": (202, 98, "locks, threads"),
-    "sched_yield": (24, 124, "threads"),
+    "sched_yield": (24, 124, "threads (OpenBLAS's wait for work)"),
     "sched_getaffinity": (204, 123, "os.sched_getaffinity, os.cpu_count"),
     "getpid": (39, 172, "os.getpid"),
     "getppid": (110, 173, "os.getppid"),
@@ -163,9 +163,8 @@ ONE_OF = {  # name: (argument, its only values allowed (the low 32 bits))
     "madvise": (2, (0, 1, 2, 4, 8, 10, 11, 14, 15, 16, 17, 18, 19)),
     "ioctl": (1, (0x5401,)),  # TCGETS: isatty
 }
-CLONE_THREAD_AND_FORK = (
-    0x013D0FFF  # CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_*TID, exit signal
-)
+# CLONE_VM, FS, FILES, SIGHAND, THREAD, SYSVSEM, SETTLS, PARENT_SETTID, CHILD_CLEARTID, CHILD_SETTID, the exit signal
+CLONE_THREAD_AND_FORK = 0x013D0FFF
 NONE_OF = {  # name: (argument, bits it may not have (the low 32 bits))
     "mmap": (3, 0x40000),  # MAP_HUGETLB: the hugepage pool is the machine's
     # what glibc's threads and fork use, nothing else: no CLONE_PIDFD (a pidfd's inode number is a machine-wide
@@ -213,8 +212,8 @@ def _program(rules) -> bytes | None:
 def zygote_filter() -> bytes | None:
     """The allowlist, ZYGOTE_NEEDS included: loaded once by the zygote, inherited by every program process (loading
     a filter costs more than forking with one), which then adds `program_filter()`. The syscalls with argument rules
-    come first (mmap's is the one a program makes often); the kernel caches the verdict of every other allowed
-    number, so that they cost nothing here."""
+    come first (mmap's is the one a program makes often); the kernel (5.11 and later) caches the verdict of every
+    other allowed number, which then costs nothing."""
 
     def rules(column: int) -> list[bytes]:
         found = []

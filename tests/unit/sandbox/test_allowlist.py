@@ -5,10 +5,11 @@ puzzles' reference solutions, numpy Calls, threads, forks, files, signals, sleep
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import pytest
-from sandbox_support import contained, program
+from sandbox_support import REPO, contained, program
 
 from codeplay_lightning.execution import Call, Program
 from codeplay_lightning.execution.warden.seccomp import ABSENT, SYSCALLS, ZYGOTE_NEEDS
@@ -18,7 +19,7 @@ COLUMN = {"x86_64": 0, "aarch64": 1}.get(os.uname().machine)
 pytestmark = pytest.mark.skipif(COLUMN is None, reason="the filter knows x86_64 and aarch64")
 EPERM, ENOSYS = 1, 38
 REFUSED = {"io_setup": (206, 0)}  # (x86_64, aarch64): off the list
-# x86_64's uretprobe and uprobe, which the kernel runs whatever a filter says (since 6.14): outside a probe's
+# x86_64's uretprobe and uprobe, which recent kernels run whatever a filter says (6.18 here): outside a probe's
 # trampoline the first kills its caller with SIGILL and the second fails with ENXIO
 BEYOND_FILTERS = (335, 336) if COLUMN == 0 else ()
 
@@ -157,3 +158,13 @@ def test_honest_programs_are_judged_as_before(sandbox, numpy_sandbox):
     calls = numpy_sandbox.apply([Call(numeric, "model", 300)] * 2)
     assert [v.status for v in calls] == ["returned"] * 2, calls
     assert calls[0].value == calls[1].value and calls[0].value[1] == pytest.approx(8.0)
+
+
+def test_the_docs_name_every_syscall_a_program_may_make():
+    section = (REPO / "docs/sandbox.md").read_text().split("### What a program may do", 1)[1].split("\n\n`clone3`")[0]
+    cells = [line.split("|")[2] for line in section.splitlines() if line.startswith("| ") and "syscalls |" not in line]
+    named = {name for cell in cells for name in re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", cell))}
+    allowed = {name: numbers for name, numbers in SYSCALLS.items() if name not in ZYGOTE_NEEDS}
+    assert named == set(allowed), named ^ set(allowed)
+    x86_64, aarch64 = (sum(numbers[column] is not None for numbers in allowed.values()) for column in (0, 1))
+    assert f"{x86_64} syscalls on x86_64" in section and f"{aarch64} on aarch64" in section
