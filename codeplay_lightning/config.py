@@ -21,7 +21,7 @@ from typing import Literal
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers
 from codeplay_lightning.rewards.functions import DifficultyKind
@@ -416,14 +416,39 @@ def _merge(config, update, origin: str):
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None)
         where = f"{origin}: {key}" if key and key not in _one_line(error) else origin
-        raise ConfigError(f"{where}: {_one_line(error)}") from None
+        schema = _flattened(OmegaConf.to_container(OmegaConf.structured(TrainConfig)))
+        if isinstance(schema.get(key), list):
+            raise ConfigError(f"{where} is a list: write {key}=[{_given(update, key)}]") from None
+        nearest = _nearest_key(key, schema) if isinstance(error, ConfigKeyError) and key else None
+        raise ConfigError(f"{where}: {_one_line(error)}{f'; did you mean {nearest}?' if nearest else ''}") from None
+
+
+def _nearest_key(key: str, schema: dict[str, object]) -> str | None:
+    """The schema key a mistyped `key` most likely meant: a near name in its section, else the one name there that
+    it begins (`reward.w_n`: reward.w_novelty), else the same name in another section."""
+    section, _, name = key.rpartition(".")
+    names = [known.rpartition(".")[2] for known in schema if known.rpartition(".")[0] == section]
+    beginning = [known for known in names if known.startswith(name)]
+    found = difflib.get_close_matches(name, names, n=1, cutoff=0.7) or (beginning if len(beginning) == 1 else [])
+    if found:
+        return f"{section}.{found[0]}" if section else found[0]
+    return next((known for known in schema if known.rpartition(".")[2] == name), None)
+
+
+def _given(update, key: str) -> str:
+    return str(OmegaConf.select(update, key, default=""))
 
 
 def _did_you_mean(path: Path) -> str:
-    """`; did you mean ...?` naming the config file in `path`'s folder whose name is nearest, if one is near."""
-    names = [sibling.name for sibling in path.parent.glob("*.yaml")] if path.parent.is_dir() else []
-    nearest = difflib.get_close_matches(path.name, names, n=1)
-    return f"; did you mean {path.parent / nearest[0]}?" if nearest else ""
+    """`; did you mean ...?` naming the config file nearest to `path`'s name in its folder, or in configs/ (a
+    preset named bare: `codeplay train smoke`)."""
+    for folder in (path.parent, Path("configs")):
+        names = [sibling.name for sibling in folder.glob("*.yaml")] if folder.is_dir() else []
+        if nearest := difflib.get_close_matches(path.name, names, n=1) or difflib.get_close_matches(
+            f"{path.name}.yaml", names, n=1
+        ):
+            return f"; did you mean {folder / nearest[0]}?"
+    return ""
 
 
 def _one_line(error: Exception) -> str:

@@ -119,6 +119,10 @@ def test_every_config_file_loads_and_validates(path):
         ("sandbox.timeout=nan", "sandbox.timeout must be a number of seconds"),
         ("sandbox.timeout=inf", "sandbox.timeout must be a number of seconds"),
         ("sandbox.workers=0", "sandbox.workers must be a whole number from 1 to 256"),
+        ("reward.w_n=0", r"Key 'w_n' not in 'RewardConfig'; did you mean reward.w_novelty\?"),
+        ("ppo.lrr=1", r"did you mean ppo.lr\?"),
+        ("solver.learn_every=2", r"did you mean selfplay.learn_every\?"),
+        ("trainer.loggers=csv", r"trainer.loggers is a list: write trainer.loggers=\[csv\]"),
         (
             "model.name='not a model!'",
             "is neither smollm2-135m, smollm2-135m-sft, smollm2-135m-gif, a local directory nor a hub id",
@@ -366,3 +370,9 @@ def test_sandbox_workers_take_auto_or_a_number():
         ConfigError, match=r"sandbox.workers must be a whole number from 1 to 256, got 'all' \(or auto\)"
     ):
         load_config([CONFIGS / "smoke.yaml"], ["sandbox.workers=all"])
+
+
+def test_a_preset_named_bare_is_met_with_its_file(monkeypatch):
+    monkeypatch.chdir(CONFIGS.parent)
+    with pytest.raises(ConfigError, match=r"config file smoke does not exist; did you mean configs/smoke.yaml\?"):
+        load_config(["smoke"])
