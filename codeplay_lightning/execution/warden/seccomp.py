@@ -67,11 +67,21 @@ SYSCALLS = {  # name: (x86_64, aarch64, why); None: the architecture has only th
     "umask": (95, 166, "os.umask"),
     "sendfile": (40, 71, "shutil.copyfile"),
     "copy_file_range": (326, 285, "shutil.copyfile"),
+    "getxattr": (191, 8, "shutil.copy2, shutil.copytree: the attributes to copy"),
+    "lgetxattr": (192, 9, "shutil.copy2, shutil.copytree"),
+    "fgetxattr": (193, 10, "shutil.copy2, shutil.copytree"),
+    "listxattr": (194, 11, "shutil.copy2, shutil.copytree"),
+    "llistxattr": (195, 12, "shutil.copy2, shutil.copytree"),
+    "flistxattr": (196, 13, "shutil.copy2, shutil.copytree"),
+    "poll": (7, None, "select.poll on its own fds"),
+    "ppoll": (271, 73, "select.poll on its own fds"),
+    "select": (23, None, "select.select on its own fds, or as a sleep"),
+    "pselect6": (270, 72, "select.select on its own fds, or as a sleep"),
     "dup": (32, 23, "os.dup"),
     "dup2": (33, None, "os.dup2"),
     "dup3": (292, 24, "os.dup2"),
     "fcntl": (72, 25, "fd flags, os.set_blocking (the commands of ONE_OF)"),
-    "ioctl": (16, 29, "isatty, when a file is opened (TCGETS only: ONE_OF)"),
+    "ioctl": (16, 29, "isatty when a file is opened, os.set_inheritable (those only: ONE_OF)"),
     # processes and threads
     "clone": (56, 220, "threads and fork (their flags only: NONE_OF)"),
     "wait4": (61, 260, "os.waitpid"),
@@ -90,6 +100,9 @@ SYSCALLS = {  # name: (x86_64, aarch64, why); None: the architecture has only th
     "geteuid": (107, 175, "os.geteuid"),
     "getgid": (104, 176, "os.getgid"),
     "getegid": (108, 177, "os.getegid"),
+    "getgroups": (115, 158, "os.getgroups"),
+    "getresuid": (118, 148, "os.getresuid"),
+    "getresgid": (120, 150, "os.getresgid"),
     "kill": (62, 129, "os.kill of its own processes (a pid namespace names no other)"),
     "tkill": (200, 130, "signals to its own threads"),
     "tgkill": (234, 131, "signal.pthread_kill, abort"),
@@ -161,7 +174,7 @@ ONE_OF = {  # name: (argument, its only values allowed (the low 32 bits))
     "fcntl": (1, (0, 1, 2, 3, 4, 1030)),
     # no eviction (COLD, PAGEOUT), no read-ahead (WILLNEED), no same-page merging across processes (MERGEABLE)
     "madvise": (2, (0, 1, 2, 4, 8, 10, 11, 14, 15, 16, 17, 18, 19)),
-    "ioctl": (1, (0x5401,)),  # TCGETS: isatty
+    "ioctl": (1, (0x5401, 0x5450, 0x5451)),  # TCGETS (isatty), FIONCLEX and FIOCLEX (os.set_inheritable)
 }
 # CLONE_VM, FS, FILES, SIGHAND, THREAD, SYSVSEM, SETTLS, PARENT_SETTID, CHILD_CLEARTID, CHILD_SETTID, the exit signal
 CLONE_THREAD_AND_FORK = 0x013D0FFF
