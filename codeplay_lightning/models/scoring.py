@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import AttentionInterface, DynamicCache
 
 from codeplay_lightning.models.architectures import attention_paths, using_attention
-from codeplay_lightning.ppo import head_logprobs_and_entropy
+from codeplay_lightning.models.head import head_logprobs_and_entropy
 
 PACK_TOKENS = 256  # action tokens per packed sequence in scoring (a longer row gets a pack of its own): 12% faster
 # than 512 on 2 cores (1,375 tokens behind a 287-token prompt), since a pack's tokens attend to each other

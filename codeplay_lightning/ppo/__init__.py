@@ -1,12 +1,11 @@
-"""PPO for the Setter: pure tensor maths (losses.py), no Lightning and no model code."""
+"""PPO for the Setter: pure tensor maths (losses.py), no Lightning and no model code (the log-probs it takes come
+from `models/head.py`)."""
 
 from codeplay_lightning.ppo.losses import (
     PolicyLoss,
     explained_variance,
     gae,
-    head_logprobs_and_entropy,
     kl_penalty,
-    logprobs_and_entropy,
     masked_mean,
     masked_sum,
     policy_loss,
@@ -19,9 +18,7 @@ __all__ = [
     "PolicyLoss",
     "explained_variance",
     "gae",
-    "head_logprobs_and_entropy",
     "kl_penalty",
-    "logprobs_and_entropy",
     "masked_mean",
     "masked_sum",
     "policy_loss",

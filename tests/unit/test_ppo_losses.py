@@ -10,13 +10,12 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from codeplay_lightning.models.head import head_logprobs_and_entropy, logprobs_and_entropy
 from codeplay_lightning.ppo import losses
 from codeplay_lightning.ppo.losses import (
     explained_variance,
     gae,
-    head_logprobs_and_entropy,
     kl_penalty,
-    logprobs_and_entropy,
     masked_mean,
     policy_loss,
     token_rewards,
