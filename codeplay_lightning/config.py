@@ -344,7 +344,7 @@ def identity_difference(saved: dict, wanted: dict) -> str | None:
 def resume_checkpoint(config: TrainConfig, resume: str) -> Path:
     """The checkpoint `resume` names: a path, or "auto", the newest runs/<name>/version_N/checkpoints/last.ckpt of
     `config`'s runs; refused in one line (ConfigError) when there is none. Whether it fits `config` is
-    `train.find_checkpoint`'s question (it reads the checkpoint, with torch)."""
+    `setter.checkpoint.find_checkpoint`'s question (it reads the checkpoint, with torch)."""
     if resume != "auto":
         if not Path(resume).is_file():
             raise ConfigError(f"checkpoint {resume} does not exist")

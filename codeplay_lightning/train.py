@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -13,18 +12,13 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
-from lightning.pytorch.plugins.io import TorchCheckpointIO
-from omegaconf import OmegaConf
 from torch import nn
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
 from codeplay_lightning.config import (
     ConfigError,
     TrainConfig,
-    identity_difference,
-    resume_checkpoint,
     run_identity,
     run_version,
     to_yaml,
@@ -44,8 +38,8 @@ from codeplay_lightning.puzzles import (
 )
 from codeplay_lightning.puzzles.files import puzzles_to_solve
 from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterPPOModule
+from codeplay_lightning.setter.checkpoint import IterationCheckpoint, StreamingCheckpointIO, find_checkpoint
 from codeplay_lightning.setter.evaluation_callback import SetterEvaluation
-from codeplay_lightning.setter.export import CONFIG_KEY
 from codeplay_lightning.setter.progress import Progress
 from codeplay_lightning.setter.records import RunRecords
 from codeplay_lightning.setter.rollout import setter_sampling_prompt
@@ -208,50 +202,6 @@ def _trainer(config: TrainConfig, loggers: list[Logger], callbacks: Sequence[L.C
     )
 
 
-class IterationCheckpoint(Checkpoint):
-    """Writes `last.ckpt` after every PPO iteration, so a crash loses at most the iteration under way.
-    (`ModelCheckpoint(save_last=True, save_top_k=0)` writes `last` only when fit ends, and never a
-    step-less run such as the `none` preset's before then.) Being a `Checkpoint`, it runs after
-    every other epoch-end hook, so the iteration's puzzles and logs are on disk first. Every checkpoint
-    carries the run's config (`codeplay export` reads it)."""
-
-    def __init__(self, path: Path, config: TrainConfig):
-        self.path = path
-        self.config = OmegaConf.to_container(OmegaConf.structured(config))
-
-    def on_save_checkpoint(self, trainer: L.Trainer, module: L.LightningModule, checkpoint: dict) -> None:
-        checkpoint[CONFIG_KEY] = self.config
-
-    def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        # under DDP the epoch's metrics are all-reduced (sync_dist) when first read: every rank reads them here,
-        # in the same order, before the checkpoint's own collectives, or the ranks hang
-        _ = trainer.callback_metrics
-        trainer.save_checkpoint(self.path)  # written to a temporary file, then moved over the old one
-
-
-class StreamingCheckpointIO(TorchCheckpointIO):
-    """Writes a checkpoint straight into a temporary file beside it, then moves it over the old one. Lightning's own
-    writer serializes the whole checkpoint into memory first and copies that buffer once more to write it: with
-    weights and Adam states of a 135M model, 3.2 GB of RSS on top of training (a smoke run's peak: 6.1 GiB at the
-    save, 2.9 GiB before it)."""
-
-    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        if storage_options is not None:
-            raise TypeError(f"{type(self).__name__} takes no storage_options")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".partial")
-        try:
-            with partial.open("wb") as handle:
-                torch.save(checkpoint, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        os.replace(partial, path)  # atomic: a crash leaves the old checkpoint or the new one, whole
-
-
 def _trainable(policy, config: TrainConfig):
     """(policy to train, frozen copy or None, the initial weights for a learning Solver or None). With LoRA the
     base weights are the frozen reference and the Solver (adapters disabled), and a learning Solver gets a
@@ -385,18 +335,3 @@ def _reference_set(config: TrainConfig, embedder) -> tuple[np.ndarray, float]:
     distance = reference_mean_distance(embeddings)
     log.info("novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)", distance, len(reference), name)
     return embeddings, distance
-
-
-def find_checkpoint(config: TrainConfig, resume: str) -> tuple[str, int]:
-    """`resume` as a path, or "auto" (`resume_checkpoint`), and the iterations it finished; refused in one line
-    (ConfigError) when it is unreadable or was made for another run than `config` describes (`run_identity`)."""
-    checkpoint = str(resume_checkpoint(config, resume))
-    try:
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
-    except Exception as error:  # noqa: BLE001 - any way of being unreadable
-        raise ConfigError(
-            f"checkpoint {checkpoint} is unreadable ({type(error).__name__}); not starting afresh"
-        ) from None
-    if (difference := identity_difference(saved.get("codeplay", {}), run_identity(config))) is not None:
-        raise ConfigError(f"{checkpoint}: {difference}")
-    return checkpoint, int(saved["epoch"]) + 1  # written at an iteration's end, when `epoch` has not counted it

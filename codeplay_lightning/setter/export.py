@@ -18,8 +18,8 @@ from transformers import PreTrainedModel
 
 from codeplay_lightning.config import ConfigError, ModelConfig
 from codeplay_lightning.models.loading import load_causal_lm, with_lora
+from codeplay_lightning.setter.checkpoint import CONFIG_KEY
 
-CONFIG_KEY = "codeplay_config"  # the run's whole config, in every checkpoint (`train.IterationCheckpoint`)
 CONFIG_FILE = "codeplay.yaml"
 
 

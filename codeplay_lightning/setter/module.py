@@ -17,6 +17,7 @@ from codeplay_lightning.config import PPOConfig
 from codeplay_lightning.models.architectures import attention_paths
 from codeplay_lightning.models.scoring import score_actions, vocabulary_projection
 from codeplay_lightning.ppo import masked_mean, policy_loss, value_loss
+from codeplay_lightning.setter.checkpoint import IDENTITY_KEY
 
 METRICS = ("ppo/policy_loss", "ppo/value_loss", "ppo/entropy", "ppo/approx_kl", "ppo/clip_frac", "ppo/loss")
 
@@ -163,7 +164,7 @@ class SetterPPOModule(L.LightningModule):
         self.log_dict(metrics, on_step=False, on_epoch=True, batch_size=weight, sync_dist=True)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["codeplay"] = self.identity
+        checkpoint[IDENTITY_KEY] = self.identity
 
     def optimizer_step(self, epoch: int, batch_idx: int, optimizer, optimizer_closure=None) -> None:
         """Step only when some rank's minibatch in the accumulation window has a real token (an all-empty

@@ -26,6 +26,7 @@ from codeplay_lightning.execution.sandbox import usable_cores
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.setter import SetterPPOModule
+from codeplay_lightning.setter.checkpoint import CHECKPOINT_KEYS, ROLLOUT_STATE, STATE_DICT_PREFIXES
 from codeplay_lightning.setter.rollout import Episode
 from codeplay_lightning.train import train
 
@@ -43,6 +44,9 @@ def test_smoke_run_writes_puzzles_logs_and_checkpoint(tmp_path, stream_model, ch
         assert not puzzle["valid"] and puzzle["R_d"] == -1
         assert puzzle["R"] == pytest.approx(puzzle["R_d"] + puzzle["R_n"])
     checkpoint = load_checkpoint(run_dir)
+    assert tuple(checkpoint) == CHECKPOINT_KEYS  # what setter/checkpoint.py says last.ckpt holds, key by key
+    assert {key.split(".")[0] for key in checkpoint["state_dict"]} == set(STATE_DICT_PREFIXES)
+    assert tuple(checkpoint["callbacks"]["RolloutCallback"]) == ROLLOUT_STATE
     assert finished_iterations(run_dir) == 2
     assert checkpoint["global_step"] == 2 * 2 * 2  # iterations x epochs x minibatches
     archive = checkpoint["callbacks"]["RolloutCallback"]["archive"]

@@ -7,7 +7,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from codeplay_lightning.allocator import peak_rss_gib, reset_peak_rss
-from codeplay_lightning.train import StreamingCheckpointIO
+from codeplay_lightning.setter.checkpoint import StreamingCheckpointIO
 
 
 def saving_adds_gib(writer, checkpoint: dict, path) -> float:
