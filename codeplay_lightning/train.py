@@ -43,6 +43,7 @@ from codeplay_lightning.setter.evaluation_callback import SetterEvaluation
 from codeplay_lightning.setter.progress import Progress
 from codeplay_lightning.setter.records import RunRecords
 from codeplay_lightning.setter.rollout import setter_sampling_prompt
+from codeplay_lightning.setter.rollout_callback import Novelty, RewardSolver
 from codeplay_lightning.setter.selfplay import SelfPlay
 from codeplay_lightning.solver import STRATEGIES, Solver, solver_sampling
 from codeplay_lightning.solver.learning import SolverLearner, selfplay_corpus, sharing_copy
@@ -108,13 +109,14 @@ def train(
             config=config,
             tokenizer=tokenizer,
             setter_prompt=setter_sampling_prompt(tokenizer, examples),
-            solver=solver,
-            sandbox=sandbox,
-            solver_usage=solver_llm.usage,
-            solver_model=solver_model,
-            embedder=embedder,
-            archive=NoveltyArchive(embedder.get_embedding_dimension()),
-            reference_distance=reference_distance,
+            reward=RewardSolver(
+                solver,
+                sandbox,
+                solver_llm.usage,
+                solver_model,
+                on_frozen_weights=config.solver.llm == "frozen" and selfplay is None,
+            ),
+            novelty=Novelty(embedder, NoveltyArchive(embedder.get_embedding_dimension()), reference_distance),
             generator=generator,
             records=records,
             progress=Progress(config.trainer.iterations),

@@ -21,14 +21,19 @@ from codeplay_lightning.setter.rollout import ScoredPuzzle
 
 log = logging.getLogger("codeplay_lightning")
 
-# the laps an iteration's line names, and what it calls them (iterations.jsonl has them all)
-SHOWN_LAPS = (
-    ("setter_sampling", "Setter"),
-    ("solver", "Solver"),
-    ("initial_solver", "initial Solver"),
-    ("ppo_update", "PPO"),
-    ("solver_learning", "Solver learning"),
+# An iteration's laps, in order (iterations.jsonl has each one's seconds): (name, whether a model computes in it,
+# what an iteration's console line calls it, or "" where the line leaves it out). The Solvers' laps hold the
+# sandbox's runs of programs, which `iteration_record` counts apart; "solver_learning" only with a learning Solver.
+LAPS = (
+    ("setter_sampling", True, "Setter"),
+    ("solver", True, "Solver"),
+    ("initial_solver", True, "initial Solver"),
+    ("novelty", False, ""),
+    ("old_logprobs_and_values", True, ""),
+    ("ppo_update", True, "PPO"),
+    ("solver_learning", True, "Solver learning"),
 )
+SHOWN_LAPS = tuple((name, label) for name, _, label in LAPS if label)
 
 
 class Progress:

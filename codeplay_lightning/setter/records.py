@@ -25,7 +25,7 @@ import numpy as np
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from torch.utils.tensorboard.summary import hparams
 
-from codeplay_lightning.setter.progress import iteration_counts
+from codeplay_lightning.setter.progress import LAPS, iteration_counts
 from codeplay_lightning.setter.rollout import ScoredPuzzle
 from codeplay_lightning.setter.selfplay import mean_pass_rate
 
@@ -215,8 +215,7 @@ def iteration_record(iteration: int, seconds: float, laps: dict[str, float], wor
     }
 
 
-# the laps in which a model computes (the Solvers' include the sandbox's runs, which `iteration_record` takes out)
-MODEL_LAPS = ("setter_sampling", "old_logprobs_and_values", "ppo_update", "solver", "initial_solver", "solver_learning")
+MODEL_LAPS = tuple(name for name, model, _ in LAPS if model)
 
 
 def _pass_metrics(summaries: dict[str, dict]) -> dict[str, float]:

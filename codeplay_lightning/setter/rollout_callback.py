@@ -50,16 +50,36 @@ class RankPuzzles:
     embeddings: np.ndarray  # (N, D)
 
 
+@dataclass(frozen=True)
+class RewardSolver:
+    """The Solver whose attempts give R_d, and what the callback moves and counts of it: its sandbox (whose busy time
+    the iteration's record counts apart from the models'), its LLM's token counters, a local model of its own to move
+    to the trainer's device (None when it samples from the module's frozen weights, which move with the module, or
+    from a server), and whether it samples from the module's frozen weights (with LoRA: the policy, adapters off)."""
+
+    solver: Solver
+    sandbox: Sandbox
+    usage: LLMUsage
+    model: nn.Module | None
+    on_frozen_weights: bool
+
+
+@dataclass(frozen=True)
+class Novelty:
+    """R_n's inputs: the embedder, the archive of every puzzle generated so far, and the reference set's mean
+    pairwise distance that normalises the distances."""
+
+    embedder: object
+    archive: NoveltyArchive
+    reference_distance: float
+
+
 class RolloutCallback(L.Callback):
     """`generator` drives the iteration's sampling: the Setter's streams here, and the Solver, whose LLM
     (and search seeds) draw from the same generator object; it is seeded per rank and checkpointed here.
-    `solver` rewards the puzzles; `sandbox` is its own, whose busy time the iteration's record counts apart from
-    the models'; `solver_usage` its LLM's counters, whose tokens the record counts.
-    `solver_model` is a local Solver LM of its own, moved to the trainer's device (None when the Solver
-    samples from the module's frozen weights, which move with the module, or from a server).
-    `selfplay` (None: the Solver stays the initial one) holds the learning Solver, which `solver` samples
-    from, and the initial Solver; the callback re-judges, collects, learns and checkpoints through it.
-    `archive` holds every puzzle generated so far, for novelty."""
+    `reward` is the Solver that rewards the puzzles; `novelty` scores them against the archive. `selfplay` (None:
+    the Solver stays the initial one) holds the learning Solver, which `reward`'s samples from, and the initial
+    Solver; the callback re-judges, collects, learns and checkpoints through it."""
 
     def __init__(
         self,
@@ -67,22 +87,15 @@ class RolloutCallback(L.Callback):
         config: TrainConfig,
         tokenizer,
         setter_prompt: str,
-        solver: Solver,
-        sandbox: Sandbox,
-        solver_usage: LLMUsage,
-        solver_model: nn.Module | None,
-        embedder,
-        archive: NoveltyArchive,
-        reference_distance: float,
+        reward: RewardSolver,
+        novelty: Novelty,
         generator: torch.Generator,
         records: RunRecords,
         progress: Progress,
         selfplay: SelfPlay | None = None,
     ):
         self.config, self.tokenizer, self.setter_prompt = config, tokenizer, setter_prompt
-        self.solver, self.sandbox, self.solver_model = solver, sandbox, solver_model
-        self.solver_usage = solver_usage
-        self.embedder, self.archive, self.reference_distance = embedder, archive, reference_distance
+        self.reward, self.novelty = reward, novelty
         self.prompt_ids = torch.tensor(tokenizer(setter_prompt)["input_ids"])
         self.generator = generator
         self.records, self.progress = records, progress
@@ -93,8 +106,8 @@ class RolloutCallback(L.Callback):
         self.generator.manual_seed(self.config.trainer.seed * 1000 + trainer.global_rank)
         self.records.writes = self.progress.shows = trainer.global_rank == 0
         self.records.settings(run_identity(self.config))  # before Lightning saves hparams.yaml, which it does once
-        if self.solver_model is not None:
-            self.solver_model.to(trainer.strategy.root_device)
+        if self.reward.model is not None:
+            self.reward.model.to(trainer.strategy.root_device)
         if self.selfplay is not None:
             self.selfplay.learner.to(trainer.strategy.root_device)
 
@@ -107,8 +120,8 @@ class RolloutCallback(L.Callback):
         if module.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(module.device)
         clock = _Clock()
-        sandbox_before = self.sandbox.busy_seconds
-        solver_tokens_before = (self.solver_usage.prompt_tokens, self.solver_usage.completion_tokens)
+        sandbox_before = self.reward.sandbox.busy_seconds
+        solver_tokens_before = (self.reward.usage.prompt_tokens, self.reward.usage.completion_tokens)
         rollout, iteration = self.config.rollout, trainer.current_epoch
         with torch.no_grad(), rollout_precision(trainer.precision_plugin):
             streams = rank_share(rollout.n_envs, trainer.global_rank, trainer.world_size)
@@ -126,25 +139,29 @@ class RolloutCallback(L.Callback):
             texts = [episode.text for episode in episodes]
             self.progress.phase(iteration, f"the Solver attempts {len(texts)} puzzles, the sandbox judges")
             # a Solver sampling from the frozen weights holds their model: with LoRA, the adapters go off
-            on_frozen = self.config.solver.llm == "frozen" and self.selfplay is None
-            with module.frozen_weights() if on_frozen else contextlib.nullcontext():
-                judged = judge_puzzles(texts, self.solver)
+            with module.frozen_weights() if self.reward.on_frozen_weights else contextlib.nullcontext():
+                judged = judge_puzzles(texts, self.reward.solver)
             clock.lap("solver")  # the Solver's sampling and the sandbox
             results = [result for _, result in judged]
-            initial = initial_difficulties(
-                results,
-                None if self.selfplay is None else self.selfplay.initial_solver,
-                self.config.selfplay.rejudge_share,
-                self.generator,
-                module.frozen_weights,
-            )
-            if self.selfplay is not None:
+            if self.selfplay is None:  # the reward's Solver is the initial one: its D is the initial Solver's
+                initial = [None if result is None else result.difficulty for result in results]
+            else:
+                initial = initial_difficulties(
+                    results,
+                    self.selfplay.initial_solver,
+                    self.config.selfplay.rejudge_share,
+                    self.generator,
+                    module.frozen_weights,
+                )
                 self.selfplay.collect([result for result in results if result is not None])
             clock.lap("initial_solver")
             distances = novelty_distances(
-                texts, self.archive, self.embedder, gather=_gather_puzzles if trainer.world_size > 1 else None
+                texts,
+                self.novelty.archive,
+                self.novelty.embedder,
+                gather=_gather_puzzles if trainer.world_size > 1 else None,
             )
-            scored = reward_puzzles(texts, judged, distances, self.reference_distance, self.config.reward)
+            scored = reward_puzzles(texts, judged, distances, self.novelty.reference_distance, self.config.reward)
             clock.lap("novelty")
             self.progress.phase(iteration, "old log-probs and values")
             first_epoch = trainer.datamodule.draw_epoch(len(episodes))  # drawn now: the buffer is scored in it
@@ -156,11 +173,11 @@ class RolloutCallback(L.Callback):
         self.work = {  # this rank's
             "puzzles": len(episodes),
             "action_tokens": int(buffer.mask.sum()),
-            "solver_prompt_tokens": self.solver_usage.prompt_tokens - solver_tokens_before[0],
-            "solver_completion_tokens": self.solver_usage.completion_tokens - solver_tokens_before[1],
+            "solver_prompt_tokens": self.reward.usage.prompt_tokens - solver_tokens_before[0],
+            "solver_completion_tokens": self.reward.usage.completion_tokens - solver_tokens_before[1],
         }
         everyone = from_every_rank(RankRollout(scored, initial, truncated, metrics, clock.total()))
-        self.records.rollout(everyone, iteration, len(self.archive))
+        self.records.rollout(everyone, iteration, len(self.novelty.archive))
         self.progress.rollout([puzzle for rank_rollout in everyone for puzzle in rank_rollout.scored])
 
     def on_train_batch_end(self, trainer: L.Trainer, module, outputs, batch, batch_index: int) -> None:
@@ -181,7 +198,7 @@ class RolloutCallback(L.Callback):
             )
             self.clock.lap("solver_learning")  # the BC phase and the evaluations
             self.records.phase(phase, trainer.current_epoch)
-        self.clock.laps["sandbox"] = self.sandbox.busy_seconds - self.sandbox_before
+        self.clock.laps["sandbox"] = self.reward.sandbox.busy_seconds - self.sandbox_before
         record = iteration_record(trainer.current_epoch, self.clock.total(), self.clock.laps, self.work)
         record["peak_rss_gib"] = peak_rss_gib()  # this rank's process, over this iteration
         if module.device.type == "cuda":  # what this rank's tensors held at most (the caching allocator keeps more)
@@ -203,7 +220,7 @@ class RolloutCallback(L.Callback):
         # each rank resumes its own stream, not rank 0's (the ranks would then sample the same puzzles)
         return {
             "generators": from_every_rank(self.generator.get_state()),
-            "archive": self.archive.state_dict(),
+            "archive": self.novelty.archive.state_dict(),
             "records": self.records.state_dict(),
             **({"selfplay": self.selfplay.state_dict()} if self.selfplay is not None else {}),
         }
@@ -211,7 +228,7 @@ class RolloutCallback(L.Callback):
     def load_state_dict(self, state: dict) -> None:
         if rank() < len(state["generators"]):  # a rank the checkpoint did not have keeps its seed from `setup`
             self.generator.set_state(state["generators"][rank()])
-        self.archive.load_state_dict(state["archive"])
+        self.novelty.archive.load_state_dict(state["archive"])
         self.records.load_state_dict(state["records"])
         if (self.selfplay is None) != ("selfplay" not in state):
             raise ValueError("the checkpoint's Solver learned and this run's does not, or the other way round")

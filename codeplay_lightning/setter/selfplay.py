@@ -31,18 +31,16 @@ from codeplay_lightning.solver.learning import SolverLearner, verified_pairs
 
 def initial_difficulties(
     results: Sequence[SolverResult | None],
-    initial_solver: Solver | None,
+    initial_solver: Solver,
     share: float,
     generator: torch.Generator,
     frozen_weights: Callable[[], contextlib.AbstractContextManager],
 ) -> list[float | None]:
     """Per puzzle, the initial Solver's D (math.inf: unsolved), or None where it made no attempt (an invalid
-    puzzle, or one outside the share). `results` are the reward Solver's (None for an invalid puzzle); with no
-    `initial_solver` that Solver is the initial one and its D is the answer. Otherwise each valid puzzle is
-    attempted again with probability `share` (one draw from `generator` per valid puzzle, so the draw does not
-    depend on the Solvers' samples), under `frozen_weights()` (the LoRA Setter's adapters off)."""
-    if initial_solver is None:
-        return [None if result is None else result.difficulty for result in results]
+    puzzle, or one outside the share). `results` are the learning reward Solver's (None for an invalid puzzle); each
+    valid puzzle is attempted again by `initial_solver` with probability `share` (one draw from `generator` per valid
+    puzzle, so the draw does not depend on the Solvers' samples), under `frozen_weights()` (the LoRA Setter's
+    adapters off)."""
     valid = [index for index, result in enumerate(results) if result is not None]
     draws = torch.rand(len(valid), generator=generator).tolist()
     chosen = [index for index, draw in zip(valid, draws) if draw < share]
