@@ -29,6 +29,9 @@ DEVICES = {"null": (1, 3), "zero": (1, 5), "random": (1, 8), "urandom": (1, 9)} 
 STDLIB_LEFT_OUT = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data"}
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged-/usr links, kept as links
 ROOT = "/tmp/root"  # where `build_root` makes the root, under a tmpfs that hides the host's /tmp
+# the access and modification time of every directory, link and device a program can see, and of each fresh /tmp
+# (files keep the host's: their bytecode caches are checked against them); no syscall sets a change time
+EPOCH_NS = 946_684_800 * 10**9  # 2000-01-01
 
 
 def _check(result: int, what: str) -> None:
@@ -102,9 +105,23 @@ def build_root(stdlib: str, module_dirs: list[str], as_root: bool) -> str:
         else:
             open(f"{root}/dev/{device}", "w").close()
             _mount(f"/dev/{device}", f"{root}/dev/{device}", None, MS_BIND)
+    _settle_times(root, as_root)
     _mount(None, root + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     return root
+
+
+def _settle_times(root: str, as_root: bool) -> None:
+    """Every directory, link and device of the root (its /tmp and /dev too) at EPOCH_NS: no time a program can read
+    tells when its warden started. Files have the host's times (`_copy`); in a user namespace the devices are the
+    host's own, bound."""
+    for directory, subdirectories, names in os.walk(root, topdown=False):  # a directory once it is listed
+        for name in subdirectories + names:
+            path = os.path.join(directory, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or (stat.S_ISCHR(mode) and not as_root)):
+                os.utime(path, ns=(EPOCH_NS, EPOCH_NS), follow_symlinks=False)
+    os.utime(root, ns=(EPOCH_NS, EPOCH_NS))
 
 
 def _copy(host: dict[str, int], path: str, root: str) -> None:
@@ -125,6 +142,8 @@ def _copy(host: dict[str, int], path: str, root: str) -> None:
     try:
         while os.sendfile(copy, source, None, 1 << 30):
             pass
+        modified = os.fstat(source).st_mtime_ns  # the host's, as access time too (the host's changes with reads)
+        os.utime(copy, ns=(modified, modified))
     finally:
         os.close(source)
         os.close(copy)
@@ -210,11 +229,12 @@ def shared_libraries(objects: list[str]) -> list[str]:
 
 
 def fresh_tmp() -> None:
-    """A new tmpfs over /tmp, for the next program process to work in (the zygote's, before each fork): the old one,
-    detached, goes with the last process that used it. A program never sees what another left in a /tmp, nor the
-    inode numbers, times or free space it left them at."""
+    """A new tmpfs over /tmp, for the next program process to work in (the zygote's, once the last one's processes
+    are gone, on no program's clock): the old one and everything in it are freed here. A program never sees what
+    another left in a /tmp, nor the inode numbers, times or free space it left them at."""
     _check(_libc.umount2(b"/tmp", MNT_DETACH), "umount /tmp")
     _mount_tmp("/tmp")
+    os.utime("/tmp", ns=(EPOCH_NS, EPOCH_NS))
 
 
 def drop_capabilities() -> None:

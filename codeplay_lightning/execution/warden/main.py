@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 
 from .answers import ANSWER_CHARS
 from .isolation import (
@@ -57,6 +58,10 @@ from .seccomp import ALLOWED, zygote_filter
 from .zygote import JUDGE_UID, KILL_SECONDS, NOBODY, Zygote
 
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
+# in a user namespace, RLIMIT_NPROC counts the tasks of the namespace's own uid (Linux 5.14 and later): these three
+# (the launcher, the warden, the zygote) and the program's, whatever else runs on the machine
+WARDEN_TASKS = 3
+ADDRESS_SPACE_STEP = 64 << 20
 TRASH_SLICE = 0.05  # seconds of deleting what programs left, between requests, without namespaces
 CPU_LOOK_SECONDS = 0.02  # how often a running program's CPU time is read
 # sources up to this many characters are compiled by the warden: at most ~50 ms and a few MiB whatever they hold
@@ -114,6 +119,18 @@ class Clock:
     def until_next_look(self) -> float:
         remaining = self.guard - time.monotonic()
         return min(remaining, CPU_LOOK_SECONDS) if self.cpu_fd is not None else remaining
+
+    @contextmanager
+    def paused(self):
+        """Time that is no program's (its processes being killed, its /tmp freed) left out of its clock."""
+        wall, cpu = time.monotonic(), cpu_seconds(self.cpu_fd) if self.cpu_fd is not None else 0.0
+        try:
+            yield
+        finally:
+            away = time.monotonic() - wall
+            self.started, self.guard = self.started + away, self.guard + away
+            if self.cpu_fd is not None:
+                self.cpu_started += cpu_seconds(self.cpu_fd) - cpu
 
     def overrun(self, name: str) -> str:
         """Why `name` was stopped."""
@@ -188,7 +205,12 @@ class Warden:
         self.world, self.cgroup = world, cgroup
         self.namespaced = world != "basic"
         self.program_uid = NOBODY if world == "root" else os.getuid()
-        self.nproc = None if cgroup else _tasks_of(self.program_uid) + PROGRAM_PROCESSES
+        if cgroup:
+            self.nproc = None  # (the cgroup counts a program's processes)
+        elif world == "user":
+            self.nproc = WARDEN_TASKS + PROGRAM_PROCESSES
+        else:  # the uid's tasks machine-wide
+            self.nproc = _tasks_of(self.program_uid) + PROGRAM_PROCESSES
         self.cgroup_fds, self.oom_fd, self.cpu_fd = cgroup.open_files() if cgroup else ([], None, None)
         self.oom_count = oom_kills(self.oom_fd) if self.oom_fd is not None else 0
         # without namespaces, programs work in a directory of the host's, replaced when one left something in it
@@ -209,7 +231,10 @@ class Warden:
         for name in PRELOADED + tuple(settings["modules"]):
             __import__(name)
         with open("/proc/self/statm") as statm:  # what a program process starts with, and its limit above that
-            self.address_space = int(statm.read().split()[0]) * resource.getpagesize() + self.memory_bytes
+            start = int(statm.read().split()[0]) * resource.getpagesize()
+        # in whole 64 MiB: the same limit in every warden, whatever its heap holds (a warden that compiled its own
+        # modules, with no bytecode cache yet, starts larger)
+        self.address_space = -(-start // ADDRESS_SPACE_STEP) * ADDRESS_SPACE_STEP + self.memory_bytes
         if self.namespaced:  # the extra modules' directories only, at their own paths: nothing else of site-packages
             self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)  # the zygote returns to it after forks
             if self.cgroup:  # (program processes close it before anything of theirs runs)
@@ -232,6 +257,11 @@ class Warden:
                 os._exit(0)
         theirs.close()
         self.zygote = ours
+        gc.enable()
+        # one program process forked and ended before any request: what Python and ctypes make on first use in
+        # the zygote then exists before the first program's fork, which starts from the state of every later one
+        self._fork(b"runner")[1].close()
+        self._end()
 
     def isolation(self) -> ReadyReply:
         """How it isolates programs, and the level: "full" takes the root world with a cgroup and the seccomp
@@ -240,7 +270,11 @@ class Warden:
         if self.cgroup:
             limits = f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program"
         else:
-            processes = f"processes of uid {self.program_uid} capped at {self.nproc}"
+            processes = (
+                f"{PROGRAM_PROCESSES} processes per program"
+                if self.world == "user"
+                else f"processes of uid {self.program_uid} capped at {self.nproc}"
+            )
             limits = f"rlimits only: {memory} MiB per process, {processes}"
         clock = (
             f"the clock: CPU time, under a {wall_guard(self.timeout):g} s wall-clock guard"
@@ -385,7 +419,8 @@ class Warden:
             problem = "error", f"{name}'s process sent a malformed frame: {error}"
         finally:
             channel.close()
-        how = self._end()
+        with clock.paused():
+            how = self._end()
         if self.oom_fd is not None and self.oom_count < (count := oom_kills(self.oom_fd)):
             self.oom_count = count  # one of its processes was killed for the memory the program used
             problem = "memory", f"{name}'s processes ran out of the program's {self.memory_bytes >> 20} MiB"

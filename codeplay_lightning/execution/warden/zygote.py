@@ -42,7 +42,6 @@ class Zygote:
         self.cgroup_fds = warden.cgroup_fds
         own_filter = program_filter()  # each program process's, on top of the zygote's
         self.own_filter = None if own_filter is None else Filter(own_filter)
-        self.child_namespace = False  # whether its children's pid namespace is a new one (not its own)
         self.output: CappedOutput | None = None
 
     def serve(self, commands: socket.socket) -> None:
@@ -59,13 +58,16 @@ class Zygote:
         os.close(null)
         sys.setrecursionlimit(self.recursion_limit)
         sys.set_int_max_str_digits(0)  # P3 predates the limit; huge conversions meet the timeout instead
-        gc.collect()
         _libc.malloc_trim(0)  # fewer pages to copy at every fork
         gc.freeze()  # program processes' collections leave these objects (and their pages) alone
+        gc.enable()  # (off since the warden started: no collection has run, none is counted)
         main = None
         while command := commands.recv(16):
             if command == b"end":
-                commands.send(self._end(main))
+                ended = self._end(main)
+                if self.namespaced:  # the next program process's /tmp, before its clock starts
+                    fresh_tmp()
+                commands.send(ended)
                 main = None
             else:
                 main = self._fork(command, commands)
@@ -74,13 +76,11 @@ class Zygote:
     def _fork(self, role: bytes, commands: socket.socket) -> int:
         program_read, program_write = os.pipe()
         reply_read, reply_write = os.pipe()
-        if self.namespaced:  # the next child works in a fresh /tmp, as PID 1 of a new pid namespace
+        if self.namespaced:  # the next child is PID 1 of a new pid namespace (its /tmp is fresh since `end`)
             # (all of it before the fork: what the zygote writes after one, its child has to copy first)
-            if self.child_namespace:
-                _check(_libc.setns(self.pid_namespace, CLONE_NEWPID), "setns pid namespace")
+            _check(_libc.setns(self.pid_namespace, CLONE_NEWPID), "setns pid namespace")
             _check(_libc.unshare(CLONE_NEWPID), "unshare pid namespace")
-            self.child_namespace = True
-            fresh_tmp()
+        gc.freeze()  # the count of new objects back to 0: every child starts with the same collector state
         pid = os.fork()
         if pid == 0:
             try:

@@ -339,3 +339,83 @@ def test_a_program_running_beside_another_is_judged_as_alone(name, where):
             statuses[1] = second.verify([receiver])[0].status
             sending.join()
     assert statuses[1] == expected, (name, statuses, expected)
+
+
+# ---------------------------------------------------------------- what every program observes of its world
+
+
+OBSERVED = """
+import gc, os, resource
+def observed():
+    paths = ["/", "/dev", "/dev/null", "/etc", "/tmp", os.path.dirname(os.__file__), os.__file__]
+    times = [[os.stat(path).st_mtime_ns, os.stat(path).st_atime_ns, os.stat(path).st_ino] for path in paths]
+    limits = [resource.getrlimit(getattr(resource, name)) for name in dir(resource) if name[:7] == "RLIMIT_"]
+    ids = [os.getpid(), os.getppid(), os.getuid(), os.geteuid(), os.getgid(), os.getegid(), os.getgroups()]
+    collector = [gc.get_count(), gc.get_stats(), gc.get_freeze_count(), gc.isenabled(), gc.get_threshold()]
+    return repr([times, limits, ids, collector, os.getcwd(), os.listdir("/tmp"), sorted(os.listdir("/dev"))])
+"""
+NEXT_TO_IT = [  # what programs before it may do to their world, and to their processes' state
+    "import os\ndef g():\n    for n in range(3000):\n        os.close(os.open(str(n), os.O_CREAT))\n    return 1",
+    "import gc\ndef g():\n    cycles = [[] for _ in range(5000)]\n    for cycle in cycles:\n"
+    "        cycle.append(cycle)\n    del cycles\n    gc.collect()\n    return 1",
+    "import os\ndef g():\n    for _ in range(3):\n        if os.fork() == 0:\n            os._exit(0)\n    return 1",
+]
+
+
+def observing(expected: str) -> Program:
+    """g and f each observe their world; f passes if what both saw is `expected` (and prints it)."""
+    f = f"{OBSERVED}def f(x):\n    seen = repr([x, observed()])\n    print(seen)\n    return seen == {expected!r}\n"
+    return Program(f, f"{OBSERVED}def g():\n    return observed()\n", "str")
+
+
+def test_every_program_observes_the_same_world():
+    """Times of its root, /dev and /tmp, inode numbers, its ids, limits and collector state: the same for the first
+    program of a warden as for any later one, on any warden, in any sandbox (the change times and device numbers
+    are the next test's)."""
+    with Sandbox(workers=1) as box:
+        (first,) = box.verify([observing("")])
+    alone = first.output.strip()
+    checking = observing(alone)
+    others = [Program("def f(x: int):\n    return x == 1\n", g) for g in NEXT_TO_IT]
+    with Sandbox(workers=1) as box:  # after others on the same warden
+        verdicts = box.verify([checking, *others, checking, *others, checking])
+        assert [v.status for v in verdicts] == ["pass"] * len(verdicts), (alone, verdicts)
+    with Sandbox(workers=2) as box:  # on either of two wardens, beside each other
+        verdicts = box.verify([checking, *others] * 3)
+        assert all(v.passed for v in verdicts), (alone, verdicts)
+
+
+DEVICES = """
+    import os
+    def devices():
+        return [os.stat(path).st_dev for path in ("/", "/dev", "/tmp")]
+"""
+
+
+def test_device_numbers_are_fixed_per_warden_before_any_program():
+    """The kernel draws each filesystem's device number from one pool of the machine's: a warden's root and /dev get
+    theirs when it starts, each fresh /tmp the one its predecessor returned. f sees the numbers g saw, whatever ran
+    before them."""
+    checking = Program(
+        textwrap.dedent(DEVICES) + "def f(x: List[int]):\n    return x == devices()\n",
+        textwrap.dedent(DEVICES) + "def g():\n    return devices()\n",
+    )
+    others = [Program("def f(x: int):\n    return x == 1\n", g) for g in NEXT_TO_IT]
+    for workers in (1, 2):
+        with Sandbox(workers=workers) as box:
+            verdicts = box.verify([checking, *others] * 3)
+            assert all(v.passed for v in verdicts), verdicts
+
+
+def test_the_world_a_program_leaves_is_freed_on_no_programs_clock():
+    """An f that leaves 90,000 files in its /tmp: they are freed once its processes are gone, before the next
+    program's clock starts (the next program's seconds are those it takes alone)."""
+    leaving = (
+        "import os\ndef f(x: int):\n    for n in range(90_000):\n        os.close(os.open(str(n), os.O_CREAT))\n"
+        "    return x == 4\n"
+    )
+    plain = Program("def f(x: int):\n    return x == 4\n", "def g():\n    return 4\n")
+    with Sandbox(workers=1, timeout=10.0) as box:
+        verdicts = box.verify([plain, Program(leaving, "def g():\n    return 4\n"), plain])
+    assert [v.status for v in verdicts] == ["pass"] * 3, verdicts
+    assert verdicts[2].seconds < 0.05, verdicts  # (freeing them takes about 0.15 s)

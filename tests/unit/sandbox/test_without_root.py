@@ -162,6 +162,19 @@ def test_without_root_the_sandbox_says_how_it_isolates_and_still_judges(world):
         ("def f(x: int):\n    return x == 4", SIGNAL_BY_FD_OWNER, "error"),
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
     ]
+    if world == "user":  # the same process limit for every program, counted apart from the machine's: its uid's
+        # tasks in its user namespace are the launcher's, the warden's and the zygote's, whatever else runs as 65534
+        cases.append(
+            (
+                "def f(x: List[int]):\n    return x == [35, 31]",
+                "import os, resource, time\ndef g():\n    n = 0\n    for _ in range(40):\n"
+                "        try:\n            if os.fork() == 0:\n"
+                "                time.sleep(30)\n                os._exit(0)\n"
+                "            n += 1\n        except OSError:\n            break\n"
+                "    return [resource.getrlimit(resource.RLIMIT_NPROC)[0], n]",
+                "pass",
+            )
+        )
     held: list[str] = []
     try:
         result = subprocess.run(
