@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -170,14 +170,17 @@ def _sandbox(config: TrainConfig) -> Sandbox:
     return sandbox
 
 
+# each of trainer.loggers' names (config.LOGGERS) in one row: (the run's folder, its name) -> the logger
+OTHER_LOGGERS: dict[str, Callable[[str, str], Logger]] = {
+    "csv": lambda folder, _: CSVLogger(folder, name="", version="csv"),
+    "wandb": lambda _, name: WandbLogger(project="codeplay_lightning", name=name),
+    "mlflow": lambda _, name: MLFlowLogger(experiment_name="codeplay_lightning", run_name=name),
+}
+
+
 def _other_logger(name: str, config: TrainConfig, tensorboard: TensorBoardLogger) -> Logger:
     """A `trainer.loggers` logger, naming the run as its folder does (runs/<name>/version_N)."""
-    run_name = f"{config.name}/{Path(tensorboard.log_dir).name}"
-    if name == "csv":
-        return CSVLogger(tensorboard.log_dir, name="", version="csv")
-    if name == "wandb":
-        return WandbLogger(project="codeplay_lightning", name=run_name)
-    return MLFlowLogger(experiment_name="codeplay_lightning", run_name=run_name)
+    return OTHER_LOGGERS[name](tensorboard.log_dir, f"{config.name}/{Path(tensorboard.log_dir).name}")
 
 
 def _trainer(config: TrainConfig, loggers: list[Logger], callbacks: Sequence[L.Callback]) -> L.Trainer:

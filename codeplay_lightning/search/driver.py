@@ -14,10 +14,6 @@ from codeplay_lightning.search.tasks import Task
 if TYPE_CHECKING:  # the LLM package loads torch: `codeplay synthesize` checks its --method before that
     from codeplay_lightning.llm.interface import LLM
 
-# The paper's method, its baselines (§5.1) and its ablations, each without one action type (app. B, table 6).
-ABLATIONS = {f"gif-mcts-no-{action}": action for action in ("generate", "improve", "fix")}
-METHODS = ("gif-mcts", "worldcoder", "sample", *ABLATIONS)
-
 
 class Search(Protocol):
     task: Task
@@ -39,18 +35,27 @@ class Search(Protocol):
     def to_json(self) -> str: ...
 
 
+def _without(action: str) -> Callable[[Task, int, int], Search]:
+    actions = tuple(kind for kind in GifMctsConfig.actions if kind != action)
+    return lambda task, budget, seed: GifMcts(task, GifMctsConfig(budget=budget, actions=actions), seed=seed)
+
+
+# Each search method in one row: (task, budget of LLM calls, seed) -> the search. The paper's method, its baselines
+# (§5.1) and its ablations, each without one action type (app. B, table 6).
+SEARCHES: dict[str, Callable[[Task, int, int], Search]] = {
+    "gif-mcts": lambda task, budget, seed: GifMcts(task, GifMctsConfig(budget=budget), seed=seed),
+    "worldcoder": lambda task, budget, seed: WorldCoder(task, budget=budget, seed=seed),
+    "sample": lambda task, budget, seed: PlainSampling(task, budget),
+    **{f"gif-mcts-no-{action}": _without(action) for action in GifMctsConfig.actions},
+}
+METHODS = tuple(SEARCHES)
+
+
 def make_search(method: str, task: Task, budget: int, seed: int = 0) -> Search:
     """A search of `method` (one of METHODS) on `task` with a budget of `budget` LLM calls."""
-    if method == "gif-mcts":
-        return GifMcts(task, GifMctsConfig(budget=budget), seed=seed)
-    if method in ABLATIONS:
-        actions = tuple(action for action in GifMctsConfig.actions if action != ABLATIONS[method])
-        return GifMcts(task, GifMctsConfig(budget=budget, actions=actions), seed=seed)
-    if method == "worldcoder":
-        return WorldCoder(task, budget=budget, seed=seed)
-    if method == "sample":
-        return PlainSampling(task, budget)
-    raise ValueError(f"unknown search method {method!r}; choose one of {', '.join(METHODS)}")
+    if method not in SEARCHES:
+        raise ValueError(f"unknown search method {method!r}; choose one of {', '.join(METHODS)}")
+    return SEARCHES[method](task, budget, seed)
 
 
 def run_searches(

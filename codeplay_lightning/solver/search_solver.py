@@ -12,7 +12,7 @@ applies unchanged.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +21,7 @@ from codeplay_lightning.config import SolverConfig
 from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm import LLM
 from codeplay_lightning.puzzles import Puzzle
-from codeplay_lightning.search import P3Task, SearchResult, make_search, run_searches
+from codeplay_lightning.search import P3Task, Search, SearchResult, Task, run_searches
 
 
 @dataclass(frozen=True)
@@ -43,18 +43,25 @@ class SearchPuzzleResult:
 
 
 class SearchSolver:
-    """`config.strategy` (gif-mcts | worldcoder) searches on `llm`, each with a budget of `config.attempts`
-    calls, judged in `sandbox`. `generator` draws each search's seed (WorldCoder's Thompson sampling)."""
+    """`search` (a row of `SEARCHES`: GIF-MCTS or WorldCoder) per puzzle on `llm`, each with a budget of
+    `config.attempts` calls, judged in `sandbox`. `generator` draws each search's seed (WorldCoder's Thompson
+    sampling)."""
 
-    def __init__(self, llm: LLM, sandbox: Sandbox, config: SolverConfig, generator: torch.Generator) -> None:
-        self.llm, self.sandbox, self.config, self.generator = llm, sandbox, config, generator
-        self.method = config.strategy
+    def __init__(
+        self,
+        llm: LLM,
+        sandbox: Sandbox,
+        config: SolverConfig,
+        generator: torch.Generator,
+        search: Callable[[Task, int, int], Search],
+    ) -> None:
+        self.llm, self.sandbox, self.config, self.generator, self.search = llm, sandbox, config, generator, search
 
     def solve(self, puzzles: Sequence[Puzzle]) -> list[SearchPuzzleResult]:
         """One result per puzzle, in order."""
         seeds = torch.randint(0, 2**62, (len(puzzles),), generator=self.generator).tolist()
         searches = [
-            make_search(self.method, P3Task(puzzle, self.sandbox), budget=self.config.attempts, seed=seed)
+            self.search(P3Task(puzzle, self.sandbox), self.config.attempts, seed)
             for puzzle, seed in zip(puzzles, seeds)
         ]
         return [SearchPuzzleResult(puzzle, result) for puzzle, result in zip(puzzles, run_searches(searches, self.llm))]

@@ -13,6 +13,7 @@ from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm.interface import LLM
 from codeplay_lightning.models.sampling import SamplingConfig
 from codeplay_lightning.puzzles import SOLVER_STOP, Puzzle
+from codeplay_lightning.search.driver import SEARCHES
 from codeplay_lightning.solver.base import Solver
 from codeplay_lightning.solver.few_shot import FewShotSolver
 from codeplay_lightning.solver.search_solver import SearchSolver
@@ -32,16 +33,21 @@ def _few_shot(llm: LLM, sandbox: Sandbox, examples: Sequence[Puzzle], config: So
     return FewShotSolver(llm, sandbox, examples, config)
 
 
-def _search(llm: LLM, sandbox: Sandbox, _, config: SolverConfig, generator: torch.Generator) -> Solver:
-    return SearchSolver(llm, sandbox, config, generator)
+def _search(method: str) -> SolverBuilder:
+    search = SEARCHES[method]
+
+    def build(llm: LLM, sandbox: Sandbox, _, config: SolverConfig, generator: torch.Generator) -> Solver:
+        return SearchSolver(llm, sandbox, config, generator, search)
+
+    return build
 
 
 STRATEGIES: dict[str, Strategy] = {
     # continues `def g():` after the few-shot block and stops where the pattern goes on
     "few-shot": Strategy(SOLVER_STOP, chat=False, build=_few_shot),
     # a search's answers (prose, then a fenced program) run to eos
-    "gif-mcts": Strategy((), chat=None, build=_search),
-    "worldcoder": Strategy((), chat=None, build=_search),
+    "gif-mcts": Strategy((), chat=None, build=_search("gif-mcts")),
+    "worldcoder": Strategy((), chat=None, build=_search("worldcoder")),
 }
 
 

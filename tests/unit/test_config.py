@@ -376,3 +376,10 @@ def test_a_preset_named_bare_is_met_with_its_file(monkeypatch):
     monkeypatch.chdir(CONFIGS.parent)
     with pytest.raises(ConfigError, match=r"config file smoke does not exist; did you mean configs/smoke.yaml\?"):
         load_config(["smoke"])
+
+
+def test_every_logger_name_has_a_builder():
+    from codeplay_lightning.config import LOGGERS
+    from codeplay_lightning.train import OTHER_LOGGERS
+
+    assert set(OTHER_LOGGERS) == set(LOGGERS)

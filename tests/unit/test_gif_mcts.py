@@ -27,7 +27,6 @@ from codeplay_lightning.search import (
     make_search,
     run_searches,
 )
-from codeplay_lightning.search.driver import ABLATIONS
 from codeplay_lightning.search.gif_mcts import FIX, GENERATE, IMPROVE
 from codeplay_lightning.search.tasks import DescribedTask, extract_code, generated_program
 
@@ -342,8 +341,8 @@ def test_run_searches_batches_every_search_and_matches_solo_runs():
 
 def test_ablations_leave_one_action_type_out_below_the_root():
     """Paper app. B: two of the three actions; the root generates the first program in every variant."""
-    for method, missing in ABLATIONS.items():
-        tree = make_search(method, FakeTask(), budget=20)
+    for missing in (GENERATE, IMPROVE, FIX):
+        tree = make_search(f"gif-mcts-no-{missing}", FakeTask(), budget=20)
         llm = ScriptedLLM([BUG, gen(0.4), rewrite(0.5)] * 7)
         run(tree, llm)
         below_root = [node for node in tree.root.walk() if node is not tree.root]

@@ -16,6 +16,7 @@ from codeplay_lightning.llm import HFLLM
 from codeplay_lightning.models.sampling import SamplingConfig
 from codeplay_lightning.puzzles import SOLVER_STOP, fewshot_puzzles
 from codeplay_lightning.rewards import difficulty_reward
+from codeplay_lightning.search.driver import SEARCHES
 from codeplay_lightning.solver import (
     STRATEGIES,
     FewShotSolver,
@@ -150,9 +151,10 @@ def test_sampling_stops_at_the_solver_stops_and_a_search_runs_to_eos():
 
 
 def search_solver(strategy: str, attempts: int, sandbox, llm, seed: int = 0) -> SearchSolver:
-    return SearchSolver(
-        llm, sandbox, SolverConfig(strategy=strategy, attempts=attempts), torch.Generator().manual_seed(seed)
-    )
+    config, generator = SolverConfig(strategy=strategy, attempts=attempts), torch.Generator().manual_seed(seed)
+    solver = STRATEGIES[strategy].build(llm, sandbox, (), config, generator)
+    assert isinstance(solver, SearchSolver) and solver.search is SEARCHES[strategy]
+    return solver
 
 
 @pytest.mark.parametrize("strategy", ["gif-mcts", "worldcoder"])
@@ -180,7 +182,7 @@ def test_search_solver_on_a_tiny_model_is_reproducible_within_its_budget(tiny_ll
         llm = HFLLM(
             tiny_llama, char_tokenizer, solver_sampling(config), chat=False, generator=torch.Generator().manual_seed(0)
         )
-        return SearchSolver(llm, sandbox, config, llm.generator).solve([GOOD_MORNING, SEVEN]), llm
+        return STRATEGIES[strategy].build(llm, sandbox, (), config, llm.generator).solve([GOOD_MORNING, SEVEN]), llm
 
     for strategy in ("gif-mcts", "worldcoder"):
         results, llm = solve(strategy)
@@ -200,7 +202,7 @@ def test_every_strategy_the_config_takes_builds_its_solver_and_no_other(sandbox)
         if name == "few-shot":
             assert isinstance(solver, FewShotSolver) and strategy.chat is False
         else:
-            assert isinstance(solver, SearchSolver) and solver.method == name and strategy.chat is None
+            assert isinstance(solver, SearchSolver) and solver.search is SEARCHES[name] and strategy.chat is None
 
 
 @pytest.mark.parametrize(
