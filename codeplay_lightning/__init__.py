@@ -8,9 +8,11 @@ Layers, each importing only from the ones below it:
     train, experiments/                      a training run; the presets' runs, compared and swept
     setter/                                  the Setter's PPO training loop (Lightning)
     solver/, cwm/                            the Solver (few-shot or a code search); Code World Models
+    sft/                                     supervised fine-tuning: the warm start, the search's action examples
     search/                                  code search with LLMs: GIF-MCTS, its baselines, their tasks, synthesis
-    llm/, archive/, sft/                     LLM backends; the novelty archive and its embedder; supervised fine-tuning
+    llm/, archive/                           LLM backends; the novelty archive and its embedder
     models/, corpus/                         causal LMs: loading, sampling, scoring; our generated puzzle corpus
+    devices                                  what the machine runs: devices, precision, judges; the run's host
     config, puzzles/                         the typed configuration; puzzles, their files, validation and prompts
     execution/, ppo/, rewards/, allocator    the sandbox (the judge); PPO maths; reward functions; malloc tuning
 
