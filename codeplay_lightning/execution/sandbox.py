@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeplay_lightning.execution.warden.answers import ANSWER_CHARS, answer_type_of, decode_answer
+from codeplay_lightning.execution.warden.answers import ANSWER_BYTES, decode_answer, parse_answer_type
 from codeplay_lightning.execution.warden.protocol import (
     CALL_STATUSES,
     VERDICT_STATUSES,
@@ -49,7 +49,7 @@ EXECUTION = Path(__file__).parent  # the warden package's folder: wardens run fr
 WARDEN = ("-m", "warden")
 STARTUP_SECONDS = 60.0
 REPLY_SLACK = 2.0  # seconds a warden may take past a program's wall guard (forks, kills) before it is presumed stuck
-SOURCE_CHARS = 1 << 20  # of a program's f, g or source: anything longer is an error before it reaches a warden
+SOURCE_BYTES = 1 << 20  # of a program's f, g, source or answer type as UTF-8: more is an error before any warden
 MAX_TIMEOUT = 86_400.0
 PR_SET_DUMPABLE = 4
 OWN_CGROUP, CGROUPS = Path("/proc/self/cgroup"), Path("/sys/fs/cgroup")  # (v2)
@@ -100,7 +100,7 @@ class Program:
 class Call:
     """`function(input)` in a fresh process of its own that first runs the program's source, for a
     result that is data rather than a verdict: nothing persists from one call to the next. `input`
-    and the result are JSON data (each at most ANSWER_CHARS characters as JSON text)."""
+    and the result are JSON data (each at most ANSWER_BYTES bytes as ASCII JSON text)."""
 
     source: str
     function: str
@@ -211,8 +211,8 @@ class Sandbox:
         """One verdict per call, in order: "returned" with the function's `value`, or why not (error,
         timeout, memory, syntax). Each call runs in a fresh process."""
         for call in calls:
-            if len(json.dumps(call.input)) > ANSWER_CHARS:
-                raise ValueError(f"a call's input is over {ANSWER_CHARS} characters as JSON")
+            if len(json.dumps(call.input)) > ANSWER_BYTES:
+                raise ValueError(f"a call's input is over {ANSWER_BYTES} bytes as JSON")
         return self._execute(calls, on_verdict)
 
     def _execute(self, tasks: Sequence[Program | Call], on_verdict) -> list[Verdict]:
@@ -294,8 +294,8 @@ class Sandbox:
         if isinstance(task, Call):
             warden.outbox += pack("apply", *ApplyRequest(sequence, task.source, task.function, json.dumps(task.input)))
         else:
-            answer_type = answer_type_of(task.f, task.ans_type)  # checked in `_refusal`
-            warden.outbox += pack("run", *RunRequest(sequence, task.f, task.g, answer_type))
+            annotated = "1" if task.ans_type is None else ""  # f's annotation: the warden reads it (never this process)
+            warden.outbox += pack("run", *RunRequest(sequence, task.f, task.g, task.ans_type or "", annotated))
         self._flush(warden)
 
     def _flush(self, warden: _Warden) -> None:
@@ -473,23 +473,31 @@ _BAD = object()
 
 
 def _refusal(task: Program | Call) -> str | None:
-    """Why `task` gets its verdict without running: a source over SOURCE_CHARS characters, or an answer type the
-    judge cannot check."""
-    sources = {"f": task.f, "g": task.g} if isinstance(task, Program) else {"the program": task.source}
-    for name, source in sources.items():
-        if len(source) > SOURCE_CHARS:
-            return f"{name} is {len(source):,} characters long, over the sandbox's {SOURCE_CHARS:,}"
+    """Why `task` gets its verdict without running: a source over SOURCE_BYTES bytes, or an answer type given that the
+    judge cannot check (f's annotation, when it gives none, is read in the warden: this process never parses f)."""
     if isinstance(task, Program):
+        texts = {"f": task.f, "g": task.g, "the answer type": task.ans_type or ""}
+    else:
+        texts = {"the program": task.source}
+    for name, text in texts.items():
+        if (size := _wire_size(text)) > SOURCE_BYTES:
+            return f"{name} is {size:,} bytes long, over the sandbox's {SOURCE_BYTES:,}"
+    if isinstance(task, Program) and task.ans_type:
         try:
-            answer_type_of(task.f, task.ans_type)
+            parse_answer_type(task.ans_type)
         except ValueError as error:
             return str(error)
     return None
 
 
+def _wire_size(text: str) -> int:
+    """Bytes of `text` in a frame (`pack`), or a lower bound past SOURCE_BYTES (without encoding a huge text)."""
+    return len(text) if len(text) > SOURCE_BYTES else len(text.encode("utf-8", "backslashreplace"))
+
+
 def _value(text: str):
-    """A Call's result from its JSON text; _BAD for text that is not bounded JSON data."""
-    if len(text) > ANSWER_CHARS:
+    """A Call's result from its JSON text; _BAD for text that is not bounded ASCII JSON data."""
+    if len(text) > ANSWER_BYTES or not text.isascii():
         return _BAD
     try:
         return decode_answer(text)

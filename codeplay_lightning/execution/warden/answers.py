@@ -3,7 +3,7 @@
 import json
 import sys
 
-ANSWER_CHARS = 1 << 23  # an answer (or a call's value) travels as ASCII JSON text of at most this many characters
+ANSWER_BYTES = 1 << 23  # an answer (or a call's value) travels as ASCII JSON text of at most this many bytes
 ANSWER_DEPTH = 100  # and nests at most this deep
 P3_BASE_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 JSON_TYPES = {type(None), bool, int, float, str, list, dict}
@@ -25,8 +25,9 @@ def parse_answer_type(text: str) -> tuple[type, int]:
 
 def answer_type_of(f: str, ans_type: str | None) -> str:
     """A program's answer type: `ans_type`, else f's first annotation, else "" for any JSON answer (also where f
-    cannot be parsed: compiling it says why); ValueError for a type the judge cannot check. Read by the supervisor,
-    so that g's process never receives f."""
+    cannot be parsed: compiling it says why); ValueError for a type the judge cannot check. Read by the warden (of a
+    short f) or by a process of the program's own (`programs.read_answer_type`), so that g's process never receives
+    f."""
     answer_type = ans_type
     if answer_type is None:
         try:
@@ -94,7 +95,7 @@ def encode_answer(answer, answer_type: str = "") -> str:
     while stack:
         value, depth = stack.pop()
         containers += 1
-        if depth > ANSWER_DEPTH or containers > ANSWER_CHARS:  # also how a list that holds itself ends
+        if depth > ANSWER_DEPTH or containers > ANSWER_BYTES:  # also how a list that holds itself ends
             raise ValueError(f"the answer nests deeper than {ANSWER_DEPTH} levels or is too large")
         if type(value) is dict:
             if not all(type(key) is str for key in value):
@@ -116,8 +117,8 @@ def encode_answer(answer, answer_type: str = "") -> str:
     if base is int:
         answer = _map_leaves(answer, depth, hex)
     text = json.dumps(answer)
-    if len(text) > ANSWER_CHARS:
-        raise ValueError(f"the answer is {len(text)} characters as JSON (at most {ANSWER_CHARS})")
+    if len(text) > ANSWER_BYTES:
+        raise ValueError(f"the answer is {len(text)} bytes as JSON (at most {ANSWER_BYTES})")
     return text
 
 

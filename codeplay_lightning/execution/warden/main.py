@@ -21,7 +21,7 @@ import time
 import traceback
 from contextlib import contextmanager
 
-from .answers import ANSWER_CHARS
+from .answers import ANSWER_BYTES, answer_type_of
 from .isolation import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -219,6 +219,7 @@ class Warden:
         self.trashed = 0
         self.seccomp = zygote_filter() is not None
         self.compiled: tuple[str, bytes | ProgramError] | None = None  # the last source compiled here, and its code
+        self.annotation: tuple[str, tuple[str, str, str]] | None = None  # the last f whose annotation was read here
         self.address_space = 0
         self.pid_namespace = -1
         self.proc: int | None = None
@@ -324,7 +325,9 @@ class Warden:
             try:
                 if request[0] == "run":
                     run = RunRequest(*request[1:])
-                    status, detail, seconds, output, answer, returned = self.run(run.f, run.g, run.answer_type)
+                    status, detail, seconds, output, answer, returned = self.run(
+                        run.f, run.g, run.answer_type, run.annotated == "1"
+                    )
                     reply = pack(
                         "verdict", *VerdictReply(run.sequence, status, repr(seconds), detail, output, answer, returned)
                     )
@@ -338,19 +341,25 @@ class Warden:
                 return
             write_all(self.reply_fd, reply)
 
-    def run(self, f: str, g: str, answer_type: str) -> tuple[str, str, float, str, str, str]:
+    def run(self, f: str, g: str, answer_type: str, annotated: bool) -> tuple[str, str, float, str, str, str]:
         """(status, detail, seconds, output, repr of g's answer, repr of what f returned) for one program: g's
-        process, then f's, both on the program's one clock. Each compiles its own source, under its limits; g's
-        never sees f."""
+        process, then f's, both on the program's one clock (`annotated`: the answer type is f's annotation, read
+        first). Each compiles its own source, under its limits; g's never sees f."""
         clock = Clock(self.timeout, self.cpu_fd)
         try:
             f_code, g_code = self._compiled(f, "f"), self._compiled(g, "g")
         except ProgramError as error:
             return error.status, error.detail, clock.seconds(), "", "", ""
-        status, detail, answer, shared, output = self._ask(b"runner", (g, g_code, answer_type), clock, 5, "g")
+        output = ""
+        if annotated:
+            status, answer_type, output = self._annotation(f, clock)
+            if status != "type":
+                return status, answer_type[:DETAIL_CHARS], clock.seconds(), self._capped(output), "", ""
+        status, detail, answer, shared, g_output = self._ask(b"runner", (g, g_code, answer_type), clock, 5, "g")
+        output += g_output
         returned = ""
-        if status == "answer" and len(detail) + len(shared) > ANSWER_CHARS:  # only a reply g forged can be longer
-            status, detail = "error", f"g's answer is over {ANSWER_CHARS} characters as JSON"
+        if status == "answer" and not _fits(detail + shared):  # only a reply g forged can be longer, or not ASCII
+            status, detail = "error", f"g's answer is not ASCII JSON, or over {ANSWER_BYTES} bytes"
         if status == "answer":
             status, detail, answer, returned, judge_output = self._ask(
                 b"judge", (f, f_code, answer_type, detail, shared), clock, 5, "f"
@@ -378,9 +387,21 @@ class Warden:
         status, detail, value, output = self._ask(b"caller", (source, code, function, text), clock, 4, "the program")
         if status != "timeout" and clock.expired():
             status, detail, value = "timeout", clock.overrun("the call"), ""
-        if len(value) > ANSWER_CHARS:  # only a reply the program forged itself can be longer
-            status, detail, value = "error", f"the returned value is over {ANSWER_CHARS} characters", ""
+        if not _fits(value):  # only a reply the program forged itself can be longer, or not ASCII
+            status, detail, value = "error", f"the returned value is not ASCII JSON, or over {ANSWER_BYTES} bytes", ""
         return status, detail[:DETAIL_CHARS], clock.seconds(), self._capped(output), value
+
+    def _annotation(self, f: str, clock: Clock) -> tuple[str, str, str]:
+        """("type", f's answer type, output) or (status, why, output): read here for a short f (WARDEN_COMPILES:
+        bounded work; the last f's is kept), else by a process of the program's own, under its limits and clock."""
+        if len(f) > WARDEN_COMPILES:
+            return self._ask(b"reader", (f, b""), clock, 3, "f")
+        if self.annotation is None or self.annotation[0] != f:
+            try:
+                self.annotation = f, ("type", answer_type_of(f, None), "")
+            except ValueError as error:
+                self.annotation = f, ("error", str(error), "")
+        return self.annotation[1]
 
     def _compiled(self, source: str, name: str) -> bytes:
         """`source` compiled and marshalled when it is short (WARDEN_COMPILES: bounded work, and a puzzle's f repeats
@@ -484,6 +505,12 @@ class Warden:
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline and os.waitpid(self.zygote_pid, os.WNOHANG) == (0, 0):
                 time.sleep(0.005)
+
+
+def _fits(text: str) -> bool:
+    """Whether an answer or value read from a program process is ASCII (as every answer leaves a runner) within
+    ANSWER_BYTES: its characters are then its bytes."""
+    return len(text) <= ANSWER_BYTES and text.isascii()
 
 
 def built_apart(stdlib: str, module_dirs: list[str], as_root: bool) -> str:

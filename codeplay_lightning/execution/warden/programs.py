@@ -8,6 +8,7 @@ import traceback
 
 from .answers import (
     ANSWER_DEPTH,
+    answer_type_of,
     decode_answer,
     decode_shared,
     encode_answer,
@@ -69,9 +70,24 @@ def instantiate(code, name: str):
     return function
 
 
+SHOWN_INT_BITS = 1 << 14  # an int past this is shown by its size: its decimal digits take quadratic time to find
+
+
+class _Repr(reprlib.Repr):
+    def repr_int(self, value, level):
+        if value.bit_length() > SHOWN_INT_BITS:
+            return f"<int of {value.bit_length()} bits>"
+        return super().repr_int(value, level)
+
+
+_REPR = _Repr()
+
+
 def safe_repr(value) -> str:
+    """A short repr, in bounded time: an answer of 10**600_000 (which P3 judges in a fraction of a second, and passes
+    between processes as hex) is not converted to decimal for it."""
     try:
-        return reprlib.repr(value)
+        return _REPR.repr(value)
     except BaseException:  # noqa: BLE001 - a program's object whose __repr__ raises
         return f"<unprintable {type(value).__name__}>"
 
@@ -149,6 +165,17 @@ def judge_answer(f: str, code: bytes, answer_type: str, text: str, shared: str) 
         return ["memory", describe(error, "f", f), shown, ""]
     except BaseException as error:  # noqa: BLE001
         return ["error", describe(error, "f", f), shown, ""]
+
+
+def read_answer_type(f: str) -> list[str]:
+    """Runs in a reader, for an f too long for the warden to parse (`main.WARDEN_COMPILES`): ["type", its answer type
+    or "" for any JSON], or [status, why]."""
+    try:
+        return ["type", answer_type_of(f, None)]
+    except ValueError as error:
+        return ["error", str(error)]
+    except MemoryError as error:
+        return ["memory", describe(error, "f", f)]
 
 
 def call_function(source: str, code: bytes, name: str, text: str) -> list[str]:

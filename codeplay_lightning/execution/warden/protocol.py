@@ -5,16 +5,22 @@ import os
 import struct
 from typing import NamedTuple
 
-from .answers import ANSWER_CHARS
+from .answers import ANSWER_BYTES
 
 HEADER = struct.Struct(">I")  # a frame: body size, then the body
 COUNT = struct.Struct(">H")  # a body: field count, each field's size, then the UTF-8 fields
 SIZE = struct.Struct(">I")
 DETAIL_CHARS = 8192  # of a verdict's detail, and of the reprs of an answer and of what f returned
 RUNNER_STATUSES = ("answer", "fail", "syntax", "error", "memory")  # a runner's reply: g's answer, or why none
+READER_STATUSES = ("type", "error", "memory")  # a reader's reply: f's answer type, or why none
 JUDGE_STATUSES = ("pass", "fail", "syntax", "error", "memory")  # a judge's reply
 CALLER_STATUSES = ("returned", "syntax", "error", "memory")  # a caller's reply
-ROLE_STATUSES = {b"runner": RUNNER_STATUSES, b"judge": JUDGE_STATUSES, b"caller": CALLER_STATUSES}
+ROLE_STATUSES = {
+    b"runner": RUNNER_STATUSES,
+    b"judge": JUDGE_STATUSES,
+    b"caller": CALLER_STATUSES,
+    b"reader": READER_STATUSES,
+}
 VERDICT_STATUSES = (*JUDGE_STATUSES, "timeout")  # a program's verdict: its judge's, or the warden's timeout
 CALL_STATUSES = (*CALLER_STATUSES, "timeout")  # a call's verdict: its caller's, or the warden's timeout
 
@@ -94,10 +100,10 @@ def wall_guard(timeout: float) -> float:
 
 def frame_limit(output_chars: int) -> int:
     """The largest frame a warden or its children may send: an answer or a call's value (ASCII JSON of at
-    most ANSWER_CHARS characters), plus a verdict's detail, answer and returned reprs (DETAIL_CHARS each) and
+    most ANSWER_BYTES bytes), plus a verdict's detail, answer and returned reprs (DETAIL_CHARS each) and
     output (g's and f's together: output_chars + 200) at 6 bytes a character at worst (a lone surrogate
     travels as a backslash escape), plus 4096 bytes for the rest."""
-    return ANSWER_CHARS + 6 * (output_chars + 200 + 3 * DETAIL_CHARS) + 4096
+    return ANSWER_BYTES + 6 * (output_chars + 200 + 3 * DETAIL_CHARS) + 4096
 
 
 # The frames between the supervisor and a warden: the kind, then these fields (all text). Both sides
@@ -111,7 +117,8 @@ class RunRequest(NamedTuple):
     sequence: str  # the request's number, which its reply repeats
     f: str
     g: str
-    answer_type: str  # a P3 answer type the judge checks, or "" for any JSON (`answers.answer_type_of`)
+    answer_type: str  # a P3 answer type the judge checks, or "" for any JSON
+    annotated: str  # "1": the answer type is f's first annotation (`answers.answer_type_of`), read by the warden
 
 
 class ApplyRequest(NamedTuple):

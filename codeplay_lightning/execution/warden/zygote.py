@@ -11,7 +11,7 @@ import sys
 import time
 
 from .isolation import CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, _check, _libc, drop_capabilities, fresh_tmp
-from .programs import CappedOutput, call_function, judge_answer, run_g
+from .programs import CappedOutput, call_function, judge_answer, read_answer_type, run_g
 from .protocol import pack, read_frame, write_all
 from .seccomp import Filter, install_seccomp, program_filter, signal_filter, zygote_filter
 
@@ -30,7 +30,7 @@ class Zygote:
     With namespaces (`world` "root" or "user") each program process is PID 1 of a pid namespace of its own: its pid
     and its children's count nothing of other programs, and killing it ends every process it started."""
 
-    ROLES = {b"runner": NOBODY, b"judge": JUDGE_UID, b"caller": JUDGE_UID}
+    ROLES = {b"runner": NOBODY, b"judge": JUDGE_UID, b"caller": JUDGE_UID, b"reader": JUDGE_UID}
 
     def __init__(self, warden):  # the warden (`main.Warden`) whose settings its children take
         self.world, self.workspace = warden.world, warden.workspace
@@ -85,7 +85,13 @@ class Zygote:
         if pid == 0:
             try:
                 self._isolate([program_read, reply_write], self.ROLES[role])
-                {b"runner": self._runner_main, b"judge": self._judge_main, b"caller": self._caller_main}[role]()
+                mains = {
+                    b"runner": self._runner_main,
+                    b"judge": self._judge_main,
+                    b"caller": self._caller_main,
+                    b"reader": self._reader_main,
+                }
+                mains[role]()
             except BaseException:  # noqa: BLE001 - a child that could not even reply: the warden says so
                 os._exit(70)
             os._exit(0)
@@ -164,6 +170,10 @@ class Zygote:
     def _judge_main(self) -> None:
         f, code, answer_type, answer, shared = _request()
         write_all(4, pack(*judge_answer(f, code, answer_type, answer, shared), self.output.value()))
+
+    def _reader_main(self) -> None:
+        f, _ = _request()
+        write_all(4, pack(*read_answer_type(f), self.output.value()))
 
     def _caller_main(self) -> None:
         source, code, function, text = _request()

@@ -46,7 +46,7 @@ def namespaced(sandbox):
 def fake_warden(monkeypatch, tmp_path) -> Callable[[str], None]:
     """`fake_warden(body)`: the sandboxes the test starts run a fake warden, which starts as the real one does
     (imports its framing, announces its pid) and then runs `body`, with `requests`, `replies`, `pack`,
-    `read_frame`, `write_all` and `ANSWER_CHARS` at hand."""
+    `read_frame`, `write_all` and `ANSWER_BYTES` at hand."""
 
     def install(body: str) -> None:
         script = tmp_path / "fake_warden.py"

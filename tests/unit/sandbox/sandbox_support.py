@@ -267,7 +267,7 @@ FAKE_WARDEN_START = """
 import json, os, struct, sys, time
 sys.dont_write_bytecode = True  # the framing below is the package's warden: no __pycache__ is written there
 sys.path.insert(0, {execution!r})
-from warden.answers import ANSWER_CHARS
+from warden.answers import ANSWER_BYTES
 from warden.protocol import pack, read_frame, write_all
 settings = json.loads(sys.argv[1])
 requests, replies = settings["request_fd"], settings["reply_fd"]

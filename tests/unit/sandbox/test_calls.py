@@ -131,7 +131,11 @@ def model(x):
 """
 
 
-@pytest.mark.parametrize(("value", "status"), [('"1"', "returned"), ('"1" * ((1 << 23) + 1)', "error")])
+@pytest.mark.parametrize(
+    ("value", "status"),
+    [('"1"', "returned"), ('"1" * ((1 << 23) + 1)', "error"), ("'\"' + '\u00e9' * (1 << 22) + '\"'", "error")],
+    ids=["fits", "over_the_cap", "utf8_over_the_cap_in_bytes_only"],
+)
 def test_a_reply_the_program_forges_is_capped_like_an_honest_one(numpy_sandbox, value, status):
     """A program may forge its own caller's reply (it could as well return the value): its output is cut as an
     honest caller's is and a value over the cap is an error, so the warden's reply stays within its frame limit

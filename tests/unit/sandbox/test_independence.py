@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import sysconfig
 import textwrap
@@ -20,10 +21,18 @@ import uuid
 import warnings
 
 import pytest
-from sandbox_support import ORDINARY_PROGRAMS, check_ordinary, contained, program, start_supervisor, wrong
+from sandbox_support import (
+    ORDINARY_PROGRAMS,
+    REPO,
+    check_ordinary,
+    contained,
+    program,
+    start_supervisor,
+    wrong,
+)
 
 from codeplay_lightning.execution import Call, IsolationError, Program, Sandbox
-from codeplay_lightning.execution.warden.answers import ANSWER_CHARS
+from codeplay_lightning.execution.warden.answers import ANSWER_BYTES
 from codeplay_lightning.execution.warden.seccomp import SYSCALLS
 
 
@@ -281,16 +290,16 @@ def test_a_large_program_runs_right_after_another(namespaced):
 
 
 def test_the_answer_cap_is_the_documented_one(sandbox):
-    fits = f"def g():\n    return 'x' * {ANSWER_CHARS - 2}"  # JSON adds the two quotes
-    too_big = f"def g():\n    return 'x' * {ANSWER_CHARS - 1}"
+    fits = f"def g():\n    return 'x' * {ANSWER_BYTES - 2}"  # JSON adds the two quotes
+    too_big = f"def g():\n    return 'x' * {ANSWER_BYTES - 1}"
     verdicts = sandbox.verify(
         [
-            program(f"def f(x: str):\n    return len(x) == {ANSWER_CHARS - 2}", fits),
+            program(f"def f(x: str):\n    return len(x) == {ANSWER_BYTES - 2}", fits),
             program("def f(x: str):\n    return True", too_big),
         ]
     )
     assert verdicts[0].status == "pass", verdicts[0]
-    assert verdicts[1].status == "error" and f"at most {ANSWER_CHARS}" in verdicts[1].detail, verdicts[1]
+    assert verdicts[1].status == "error" and f"at most {ANSWER_BYTES}" in verdicts[1].detail, verdicts[1]
 
 
 # ---------------------------------------------------------------- 6. isolation never degrades silently
@@ -360,7 +369,7 @@ def test_a_warden_that_isolates_less_is_warned_of_or_refused(fake_warden, tmp_pa
 
 OVERSIZED_VALUE_WARDEN = """
 write_all(replies, pack("ready", "full", "a fake", ""))
-value = "[" + "[]," * (ANSWER_CHARS // 3) + "[]]"  # a value of [] lists, one past the cap
+value = "[" + "[]," * (ANSWER_BYTES // 3) + "[]]"  # a value of [] lists, one past the cap
 while (request := read_frame(requests, 1 << 31)) is not None:
     write_all(replies, pack("returned", request[1], "returned", "0.1", "", "", value))
 """
@@ -433,14 +442,53 @@ def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
     assert _peak_kib(warden) < 200 << 10
 
 
-def test_a_forged_answer_past_the_cap_never_reaches_the_judge(sandbox):
+@pytest.mark.parametrize(
+    "answer",  # built in g: a literal this long is over the cap on a source
+    [f"'\"' + 'x' * {ANSWER_BYTES} + '\"'", f"'\"' + '\u00e9' * {ANSWER_BYTES // 2 + 1} + '\"'"],
+    ids=["ascii", "utf8_under_the_cap_in_characters"],
+)
+def test_a_forged_answer_past_the_cap_never_reaches_the_judge(sandbox, answer):
     """A frame small enough to be read (the frame limit leaves room for the reply's details) whose answer is over
-    ANSWER_CHARS: the warden refuses it before any judge sees it."""
-    answer = '"' + "x" * ANSWER_CHARS + '"'
+    ANSWER_BYTES bytes (an answer leaves a runner as ASCII: at 2 bytes a character, half as many characters are
+    past the cap too): the warden refuses it before any judge sees it."""
     g = "import os\nfrom warden.protocol import pack\ndef g():\n"
-    g += f"    os.write(4, pack('answer', {answer!r}, '', '', ''))\n    os._exit(0)"
+    g += f"    os.write(4, pack('answer', {answer}, '', '', ''))\n    os._exit(0)"
     (verdict,) = contained(sandbox, program("def f(x):\n    return True", g))
-    assert verdict.status == "error" and "over" in verdict.detail, verdict
+    assert verdict.status == "error" and "g's answer is not ASCII JSON, or over" in verdict.detail, verdict
+
+
+SUPERVISOR_OF_LONG_SOURCES = """
+import json
+from codeplay_lightning.execution import Program, Sandbox
+padding = "values = [" + "1," * 500_000 + "]\\n"  # 1 MB: ~500 MiB to parse
+g = "def g():\\n    return 1\\n"
+with Sandbox(workers=1, timeout=20.0) as box:
+    verdicts = box.verify([Program(padding + "def f(x: List[int]):\\n    return True\\n", g),
+                           Program(padding + "def f(x: dict):\\n    return True\\n", g),
+                           Program("def f(x: List[int]):\\n    return True\\n", g)])
+with open("/proc/self/status") as status:  # (this process's own peak: ru_maxrss keeps its parent's across exec)
+    peak_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(json.dumps([[v.status, v.detail] for v in verdicts] + [peak_kib]))
+"""
+
+
+def test_the_supervisor_never_parses_a_program(tmp_path):
+    """A program given no answer type takes f's annotation: read by the warden for a short f, by a process of the
+    program's own for a long one, under its limits and clock; the supervisor only passes f on."""
+    script = tmp_path / "supervisor.py"
+    script.write_text(SUPERVISOR_OF_LONG_SOURCES)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    *verdicts, peak_kib = json.loads(result.stdout.splitlines()[-1])
+    assert verdicts[0][0] == "fail" and "not of type List[int]" in verdicts[0][1], verdicts
+    assert verdicts[1][0] == "error" and "unsupported answer type 'dict'" in verdicts[1][1], verdicts
+    assert verdicts[2][0] == "fail" and "not of type List[int]" in verdicts[2][1], verdicts
+    assert peak_kib < 100 << 10  # (parsing the long f's here: ~500 MiB)
 
 
 def test_sources_are_compiled_in_the_program_process_under_its_limits(tmp_path):

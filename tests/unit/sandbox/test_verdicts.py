@@ -316,3 +316,35 @@ def test_equal_immutable_values_are_not_one_object_as_they_may_be_in_p3(sandbox)
         [program("def f(x: List[int]):\n    return x[0] is x[1]", "def g():\n    big = 2**100\n    return [big, big]")]
     )
     assert verdict.status == "fail", verdict
+
+
+@pytest.mark.parametrize(
+    ("f", "g", "answer", "detail"),
+    [
+        (
+            "def f(x: int):\n    return x > 10 ** 599_999",
+            "def g():\n    return 10 ** 600_000",
+            "<int of 1993157 bits>",
+            "",
+        ),
+        (
+            "def f(x: List[int]):\n    return x[0] % 7 == 3",
+            "def g():\n    return [7 ** 700_000 + 3, 5]",
+            "[<int of 1965149 bits>, 5]",
+            "",
+        ),
+        (
+            "def f(x: int):\n    return x * 10 ** 600_000",
+            "def g():\n    return 1",
+            "1",
+            "f returned <int of 1993157 bits> for x = 1",
+        ),
+    ],
+    ids=["int", "list_of_ints", "returned"],
+)
+def test_a_huge_int_is_judged_within_its_time_as_in_p3(sandbox, f, g, answer, detail):
+    """P3 judges an answer of 10**600_000 in a fraction of a second: it travels as hex and is shown by its size
+    (its decimal digits would take seconds to find)."""
+    (verdict,) = sandbox.verify([program(f, g)])
+    assert verdict.status == ("fail" if detail else "pass") and verdict.answer == answer, verdict
+    assert verdict.detail == detail and verdict.seconds < 1.0, verdict
