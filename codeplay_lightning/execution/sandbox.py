@@ -33,6 +33,7 @@ from typing import Any
 from codeplay_lightning.execution.warden.answers import ANSWER_BYTES, decode_answer, parse_answer_type
 from codeplay_lightning.execution.warden.protocol import (
     CALL_STATUSES,
+    JUDGE_ERROR,
     VERDICT_STATUSES,
     ApplyRequest,
     FrameReader,
@@ -109,7 +110,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # one of VERDICT_STATUSES for a Program, of CALL_STATUSES for a Call
+    status: str  # one of VERDICT_STATUSES for a Program, of CALL_STATUSES for a Call, or JUDGE_ERROR for either
     detail: str  # why, for anything but a pass: exception and short traceback, f's return value, ...
     seconds: float
     output: str = ""  # what g and then f printed, capped
@@ -120,6 +121,11 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.status == "pass"
+
+    @property
+    def judge_fault(self) -> bool:
+        """The sandbox failed to judge it (JUDGE_ERROR): says nothing of the program."""
+        return self.status == JUDGE_ERROR
 
 
 @dataclass(eq=False)
@@ -336,12 +342,9 @@ class Sandbox:
                     break
         now = time.monotonic()
         for warden in list(self._wardens):
-            if warden.task is not None and now > warden.deadline:
-                index = warden.task
-                self._discard(warden)
-                batch.finish(
-                    index,
-                    Verdict("timeout", f"no verdict within {self.timeout:g} s; the sandbox was reset", self.timeout),
+            if warden.task is not None and now > warden.deadline:  # (it stops a program at its wall guard itself)
+                self._lost(
+                    warden, batch, f"its warden stopped answering ({wall_guard(self.timeout) + REPLY_SLACK:g} s)"
                 )
             elif not warden.ready and now > warden.started + STARTUP_SECONDS:
                 self._discard(warden)
@@ -409,13 +412,14 @@ class Sandbox:
             warnings.warn(f"sandbox isolation is degraded: {warden.exposure} ({warden.isolation})", stacklevel=6)
 
     def _lost(self, warden: _Warden, batch: "_Batch | None", why: str) -> None:
-        """A warden that died or misbehaved: replaced, its program run once more, then an error."""
+        """A warden that died, stopped answering or misbehaved: replaced, its program run once more, then a
+        JUDGE_ERROR (the sandbox's fault, not the program's)."""
         index = warden.task
         self._discard(warden)
         if not warden.ready:
             raise RuntimeError(f"a sandbox warden failed during start-up: {why}")
         if index is not None and batch is not None:
-            batch.retry(index, Verdict("error", f"the sandbox lost this program twice: {why}", 0.0))
+            batch.retry(index, Verdict(JUDGE_ERROR, f"the sandbox lost this program twice: {why}", 0.0))
 
     def _exit_code(self, warden: _Warden) -> int | None:
         try:  # the launcher exits by itself once the warden is gone, reporting how it went

@@ -23,6 +23,9 @@ ROLE_STATUSES = {
 }
 VERDICT_STATUSES = (*JUDGE_STATUSES, "timeout")  # a program's verdict: its judge's, or the warden's timeout
 CALL_STATUSES = (*CALLER_STATUSES, "timeout")  # a call's verdict: its caller's, or the warden's timeout
+# the sandbox's own fault, never the program's: the supervisor's verdict (no warden sends it) when a program's warden
+# died, stopped answering or broke the protocol, and so did the fresh warden it was retried on
+JUDGE_ERROR = "judge_error"
 
 
 def pack(*fields: str | bytes) -> bytes:

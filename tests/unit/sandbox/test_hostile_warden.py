@@ -1,5 +1,6 @@
-"""What the supervisor trusts of its wardens: nothing. A fake warden's malformed replies are errors and
-a warden that stops reading cannot block the caller."""
+"""What the supervisor trusts of its wardens: nothing. A fake warden's malformed replies, death or silence are the
+sandbox's own faults (JUDGE_ERROR, once a fresh warden failed too), never the program's, and a warden that stops
+reading cannot block the caller."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sandbox_support import (
     program,
 )
 
-from codeplay_lightning.execution import Sandbox
+from codeplay_lightning.execution import JUDGE_ERROR, Sandbox
 
 # ---------------------------------------------------------------- a hostile warden cannot take the caller down
 
@@ -43,13 +44,13 @@ HOSTILE_REPLIES = {
 
 
 @pytest.mark.parametrize("reply", HOSTILE_REPLIES.values(), ids=HOSTILE_REPLIES.keys())
-def test_hostile_warden_replies_are_errors(fake_warden, reply):
+def test_hostile_warden_replies_are_the_judges_faults(fake_warden, reply):
     fake_warden(HOSTILE_WARDEN.format(reads=True, reply=reply))
     with Sandbox(workers=1, timeout=0.5) as box:
         started = time.monotonic()
         verdicts = box.verify(ORDINARY_PROGRAMS[:2])
-        assert [v.status for v in verdicts] == ["error", "error"], verdicts
-        assert all("sandbox lost this program" in v.detail for v in verdicts)
+        assert [v.status for v in verdicts] == [JUDGE_ERROR, JUDGE_ERROR], verdicts
+        assert all(v.judge_fault and not v.passed and "sandbox lost this program" in v.detail for v in verdicts)
         assert time.monotonic() - started < 20
 
 
@@ -59,5 +60,30 @@ def test_a_warden_that_stops_reading_cannot_block_the_caller(fake_warden):
     with Sandbox(workers=1, timeout=0.5) as box:
         started = time.monotonic()
         (verdict,) = box.verify([huge])
-        assert verdict.status == "timeout", verdict
+        assert verdict.judge_fault and "stopped answering" in verdict.detail, verdict
         assert time.monotonic() - started < 10
+
+
+DYING_WARDEN = """
+import signal
+write_all(replies, pack("ready", "full", "namespaces: none, a fake warden", ""))
+request = read_frame(requests, 1 << 31)
+if {dies}:
+    os.kill(os.getpid(), signal.SIGKILL)
+write_all(replies, pack("verdict", request[1], "pass", "0.1", "", "", "", ""))
+"""
+
+
+@pytest.mark.parametrize(
+    "dies", ["True", "os.path.exists(marker) or open(marker, 'w').close()"], ids=["always", "once"]
+)
+def test_a_warden_that_dies_is_replaced_and_its_program_retried_once(fake_warden, tmp_path, dies):
+    """Killed mid-program, the warden is replaced and the program runs again: its own verdict if the fresh warden
+    gives one, else JUDGE_ERROR."""
+    fake_warden(f"marker = {str(tmp_path / 'died')!r}\n" + DYING_WARDEN.format(dies=dies))
+    with Sandbox(workers=1, timeout=0.5) as box:
+        (verdict,) = box.verify(ORDINARY_PROGRAMS[:1])
+    if dies == "True":
+        assert verdict.status == JUDGE_ERROR and "its warden exited" in verdict.detail, verdict
+    else:
+        assert verdict.passed and not verdict.judge_fault, verdict

@@ -379,7 +379,7 @@ def test_a_value_past_the_cap_is_refused_before_it_is_decoded(fake_warden):
     fake_warden(OVERSIZED_VALUE_WARDEN)
     with Sandbox(workers=1) as box:
         (verdict,) = box.apply([Call("def f(x):\n    return x", "f", 1)])
-    assert verdict.status == "error" and "sandbox lost this program" in verdict.detail, verdict
+    assert verdict.judge_fault and "sandbox lost this program" in verdict.detail, verdict
 
 
 def test_removing_a_tree_deeper_than_any_stack_goes_on_where_it_stopped(tmp_path):
