@@ -269,7 +269,8 @@ class Warden:
         filter; the exposure says, in one line, what a program can do under anything less."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
-            limits = f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program"
+            core = ", one core" if self.cgroup.one_core else ""
+            limits = f"cgroup v{self.cgroup.version}: {memory} MiB{core} and {PROGRAM_PROCESSES} processes per program"
         else:
             processes = (
                 f"{PROGRAM_PROCESSES} processes per program"
