@@ -6,7 +6,8 @@ importable in there on purpose); the supervisor (`execution/sandbox.py`) imports
      │               into a read-only root holding the system's libraries and programs and the stdlib
      │                └── zygote: forked once, before the first request, and never sent a program,
      │                    an answer or a request; on the warden's word it forks one of
-     │                     ├── runner: runs g, sends its answer as JSON text, then is killed
+     │                     ├── reader: reads the answer type of a long f given none, then is killed
+     │                     ├── runner: runs g, sends its answer as ASCII JSON text, then is killed
      │                     ├── judge: runs f on that one answer, sends the verdict, then is killed
      │                     └── caller: runs a program and one call of its function (`apply`)
      └─ reports the warden's pid and exit status, then removes its cgroup (and workspace)

@@ -1,6 +1,8 @@
 import gc
 
-gc.disable()  # until the zygote has started: no collection to count, so every program process starts with the same
-from .main import main  # noqa: E402  # collector statistics (`Zygote.serve`)
+# no collection until the zygote has frozen what it holds (`Zygote.serve`): none is counted, and every program process
+# starts with the same collector statistics
+gc.disable()
+from .main import main  # noqa: E402
 
 main()

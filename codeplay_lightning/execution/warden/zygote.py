@@ -23,9 +23,10 @@ WALL = 0x40000000  # waitpid's __WALL: also children whose exit signal is not SI
 
 class Zygote:
     """The process every program process is forked from. It is forked from the warden before the first request and
-    only ever receives one-word commands: `runner`, `judge` or `caller` (fork one; the warden gets its pid and its
-    two pipe ends) and `end` (kill and reap everything it forked, and say how the main one ended). It never sees a
-    program, an answer or a request, so nothing of one program is in the memory another is forked with.
+    only ever receives one-word commands: `runner`, `judge`, `caller` or `reader` (fork one; the warden gets its pid
+    and its two pipe ends) and `end` (kill and reap everything it forked, give the next one a fresh /tmp, and say how
+    the main one ended). It never sees a program, an answer or a request, so nothing of one program is in the memory
+    another is forked with.
 
     With namespaces (`world` "root" or "user") each program process is PID 1 of a pid namespace of its own: its pid
     and its children's count nothing of other programs, and killing it ends every process it started."""
