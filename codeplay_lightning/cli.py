@@ -3,8 +3,9 @@
 Train the Setter, build and verify puzzles, fine-tune and evaluate models, synthesize programs with GIF-MCTS,
 compare and sweep experiments, and Code World Models (`codeplay cwm`).
 
-Each command is a module of `codeplay_lightning/commands/` (`HELP`, `add_arguments`, `run`), named in
-`COMMANDS`. They import torch, transformers and Lightning only when they run, so `codeplay verify` starts fast.
+Each command is a module of `codeplay_lightning/commands/` (`HELP`, `add_arguments`, `run`; `JEMALLOC = True` where
+it trains), named in `COMMANDS`. They import torch, transformers and Lightning only when they run, so `codeplay verify`
+starts fast.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ COMMANDS: dict[str, ModuleType] = {
     "cwm": cwm,
     "env": env,
 }
-TRAINING = ("train", "sft", "sweep")  # run under jemalloc where it is installed (allocator.py); sweep's runs inherit it
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The `codeplay` command line. Only a whole process can be relaunched: `main(argv)` in-process never is."""
-    if len(sys.argv) > 1 and sys.argv[1] in TRAINING:
+    if len(sys.argv) > 1 and getattr(COMMANDS.get(sys.argv[1]), "JEMALLOC", False):  # a command module's flag
         relaunch_under_jemalloc()
     sys.exit(main())
 

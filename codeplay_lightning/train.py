@@ -83,7 +83,7 @@ def train(
     if policy is None:
         policy, tokenizer = load_causal_lm(config.model.name)
     log.info("policy: %s (%.1fM parameters)", config.model.name, sum(p.numel() for p in policy.parameters()) / 1e6)
-    policy, frozen, initial = _trainable(policy, config)
+    policy, frozen, initial = _policy_frozen_initial(policy, config)
     examples = fewshot_puzzles()[: config.rollout.fewshot]
     embedder = load_embedder(config.reward.embedder)
     reference, reference_distance = _reference_set(config, embedder)
@@ -207,7 +207,7 @@ def _trainer(config: TrainConfig, loggers: list[Logger], callbacks: Sequence[L.C
     )
 
 
-def _trainable(policy, config: TrainConfig):
+def _policy_frozen_initial(policy, config: TrainConfig):
     """(policy to train, frozen copy or None, the initial weights for a learning Solver or None). With LoRA the
     base weights are the frozen reference and the Solver (adapters disabled), and a learning Solver gets a
     weight-sharing copy of the policy taken before the Setter's adapters go in; otherwise one frozen copy serves

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 # where the model matrix runs: the CPU everywhere, a CUDA device where there is one (the `gpu` tests)
 DEVICES = ("cpu", pytest.param("cuda", marks=pytest.mark.gpu))
 CONFIGS = REPO / "configs"  # the presets, for load_config
+FIXTURES = REPO / "tests" / "fixtures"
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
 TURNS_CHAT_TEMPLATE = (  # for the char tokenizer: every turn ends with its eos token, as SmolLM2's with <|im_end|>
     "{% for message in messages %}<{{ message['role'] }}>{{ message['content'] }}<eos>\n{% endfor %}"

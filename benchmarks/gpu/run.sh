@@ -27,7 +27,7 @@ PYTHON=${PYTHON:-python3}
 } 2>&1 | tee "$OUT/machine.txt"
 # the GPU tests: each under a time limit, the whole run under another, so the measurements always get their turn
 timeout 240 $PYTHON -m pytest -q -m gpu -p no:cacheprovider --timeout 120 --junitxml "$OUT/pytest.xml" \
-    tests/gpu tests/unit/test_model_matrix_sampling.py tests/unit/test_model_matrix_scoring.py 2>&1 | tee "$OUT/pytest.log"
+    tests/gpu tests/unit/models/test_model_matrix_sampling.py tests/unit/models/test_model_matrix_scoring.py 2>&1 | tee "$OUT/pytest.log"
 tests=${PIPESTATUS[0]}
 timeout 330 $PYTHON -m benchmarks.gpu.check --out "$OUT" --budget-s 270 "$@" 2>&1 | tee "$OUT/check.log"
 check=${PIPESTATUS[0]}

@@ -12,6 +12,7 @@ from codeplay_lightning.commands.args import existing_file
 from codeplay_lightning.config import EMBEDDED_ALIAS
 
 HELP = "supervised fine-tuning on puzzles in the prompts' few-shot format, and on the code search's actions"
+JEMALLOC = True  # its training runs under jemalloc where it is installed (allocator.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from codeplay_lightning.commands.compare import print_comparison
 
 HELP = "train the paper's presets one after another (resumable), then compare"
+JEMALLOC = True  # under jemalloc, which its training runs inherit (allocator.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from codeplay_lightning.commands.output import quiet_libraries
 from codeplay_lightning.config import TrainConfig, load_config, resume_checkpoint, to_yaml
 
 HELP = "train the Setter with PPO (Lightning)"
+JEMALLOC = True  # its training runs under jemalloc where it is installed (allocator.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

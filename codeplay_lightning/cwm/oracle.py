@@ -10,7 +10,7 @@ foresight of the real draws (the official oracle deep-copied the real generator,
 §5.3 bug 5). A snapshot copies positions, velocities and what the next step reads (never a deep copy
 of the env, which rebuilds a MuJoCo env at its initial pose: bugs 2 and 4).
 
-Where an observation does not determine the next step (tests/unit/test_cwm_oracle.py; the shares
+Where an observation does not determine the next step (tests/unit/cwm/test_cwm_oracle.py; the shares
 are of the transitions `codeplay cwm build` collects with seed 0, outside the metric's 1e-5):
 - Blackjack: the hand is rebuilt from (sum, usable ace) exactly as far as the game's future goes, but
   the dealer's hidden card and every draw are random, so a hit's card (and whether it busts) and a

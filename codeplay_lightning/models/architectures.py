@@ -7,7 +7,7 @@ Two fast paths exist, and both need attention that is plain causal over *positio
 - packed scoring (`scoring.py`): several rows' actions share one sequence behind the prompt, under a 4D mask.
 A local or sliding window counts key *slots*, which then are not distances: GPT-Neo's local layers and any
 configured sliding window take the plain paths, where every row holds its whole context contiguously in the
-model's own cache (sampling) or its own sequence (scoring). `tests/unit/test_model_matrix_*.py` check every
+model's own cache (sampling) or its own sequence (scoring). `tests/unit/models/test_model_matrix_*.py` check every
 architecture below, on both paths it may take, against one unpadded full forward per row; any other model type is
 refused in one line rather than sent down a path nobody checked for it.
 """

@@ -8,7 +8,8 @@ forwards on weights that do not change meanwhile, so `packed_linears` packs ever
 duration and restores the plain forward after it (the Setter's weights change between its samplings).
 
 Only on the CPU, for bf16 (the weights', or autocast's) and fp32 compute: elsewhere the model is left as it is.
-`tests/unit/test_packed.py` checks each packed layer against `F.linear`, and the model matrix runs sampling on it.
+`tests/unit/models/test_packed.py` checks each packed layer against `F.linear`, and the model matrix runs sampling
+on it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """PPO scoring: per-token log-probs, values and entropies of right-padded actions after one shared prompt.
 
 Two paths, chosen by `architectures.attention_paths`, both equal to one full forward per row over the prompt and
-that row's actions, gradient included (`tests/unit/test_model_matrix_scoring.py`):
+that row's actions, gradient included (`tests/unit/models/test_model_matrix_scoring.py`):
 - packed (fast): the prompt runs once, at batch 1, and the rows' actions run behind it packed into equally full
   sequences, each token attending to the prompt and its own row's earlier actions under a 4D mask. Exact only
   where attention is plain causal over positions: a window would count pack slots, not distances;

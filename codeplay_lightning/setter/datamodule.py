@@ -32,7 +32,7 @@ class BufferDataModule(L.LightningDataModule):
         return self._buffer
 
     def set_buffer(self, buffer: PPOBuffer) -> None:
-        """The rollout's buffer for the iteration starting; its first epoch's minibatches are `buffer.first_epoch`."""
+        """The rollout's buffer for the iteration starting, with its first epoch's minibatches."""
         self._buffer = buffer
 
     def train_dataloader(self) -> DataLoader:
@@ -64,7 +64,7 @@ class _MinibatchRows(Sampler):
 
     def __iter__(self):
         buffer = self.data.buffer
-        yield from buffer.first_epoch  # the minibatches the rollout scored the buffer in
+        yield from buffer.first_epoch_minibatches  # the minibatches the rollout scored the buffer in
         for _ in range(1, self.data.ppo.ppo_epochs):
             yield from self.data.draw_epoch(len(buffer))
 

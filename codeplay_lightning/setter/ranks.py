@@ -1,7 +1,12 @@
-"""The one collective the Setter loop needs outside Lightning: every rank's object, in rank order."""
+"""The one collective the Setter loop needs outside Lightning: every rank's object, in rank order; and what the
+ranks share through it, their puzzles for the novelty archive."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 import torch.distributed as dist
 
 
@@ -20,3 +25,22 @@ def from_every_rank(obj) -> list:
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, obj)
     return everyone
+
+
+@dataclass(frozen=True)
+class RankPuzzles:
+    """One rank's puzzles and their embeddings, which every rank archives."""
+
+    texts: list[str]
+    embeddings: np.ndarray  # (N, D)
+
+
+def gather_puzzles(texts: Sequence[str], embeddings: np.ndarray) -> tuple[list[str], np.ndarray, int]:
+    """`novelty_distances`'s `gather`: all ranks' puzzles and embeddings in rank order, and where this rank's begin."""
+    everyone: list[RankPuzzles] = from_every_rank(RankPuzzles(list(texts), embeddings))
+    offset = sum(len(puzzles.texts) for puzzles in everyone[: rank()])
+    return (
+        [text for puzzles in everyone for text in puzzles.texts],
+        np.concatenate([puzzles.embeddings for puzzles in everyone]),
+        offset,
+    )

@@ -201,15 +201,15 @@ def puzzle_record(puzzle: ScoredPuzzle, initial: float | None, *, iteration: int
     }
 
 
-def iteration_record(iteration: int, seconds: float, laps: dict[str, float], work: dict[str, int]) -> dict:
-    """One line of iterations.jsonl: the iteration's wall time, `work` (puzzles, tokens), each lap's seconds and
+def iteration_record(iteration: int, seconds: float, laps: dict[str, float], counts: dict[str, int]) -> dict:
+    """One line of iterations.jsonl: the iteration's wall time, `counts` (puzzles, tokens), each lap's seconds and
     the share of the time spent outside the models: the Solver's sampling counts as a model's, the sandbox's
     runs of its programs do not."""
     model = sum(laps.get(name, 0.0) for name in MODEL_LAPS) - laps["sandbox"]
     return {
         "iteration": iteration,
         "seconds": seconds,
-        **work,
+        **counts,
         **{f"{name}_seconds": value for name, value in laps.items()},
         "outside_models_frac": 1 - model / seconds,
     }

@@ -145,7 +145,7 @@ def reward_puzzles(
 class PPOBuffer:
     """One iteration's sequences: the shared prompt and right-padded actions. Row i has
     `mask[i].sum()` real action tokens; `old_values[:, t]` is V(s_t), the value before action t.
-    `first_epoch` is the first PPO epoch's minibatches, the old log-probs and values were scored in."""
+    `first_epoch_minibatches` is the first PPO epoch's minibatches, the old log-probs and values were scored in."""
 
     prompt_ids: torch.Tensor  # (P,)
     action_ids: torch.Tensor  # (N, T)
@@ -154,7 +154,7 @@ class PPOBuffer:
     old_values: torch.Tensor  # (N, T)
     advantages: torch.Tensor  # (N, T)
     returns: torch.Tensor  # (N, T)
-    first_epoch: list[torch.Tensor]  # (rows,) int64 each, in training order
+    first_epoch_minibatches: list[torch.Tensor]  # (rows,) int64 each, in training order
 
     def __len__(self) -> int:
         return len(self.action_ids)
@@ -191,13 +191,13 @@ def build_buffer(
     episodes: Sequence[Episode],
     scored: list[ScoredPuzzle],
     config: TrainConfig,
-    first_epoch: list[torch.Tensor],
+    first_epoch_minibatches: list[torch.Tensor],
 ) -> tuple[PPOBuffer, dict[str, float]]:
     """The iteration's PPO buffer, and the metrics to log: `ppo/kl_ref` (this rank's) and
     `ppo/explained_variance` (of the old values, over every rank's tokens). Every rank must call it.
 
     Old log-probs and values come from the forward training uses, run on exactly the first PPO epoch's
-    minibatches (`first_epoch`: buffer rows, in training order): under bf16 the same rows packed
+    minibatches (`first_epoch_minibatches`: buffer rows, in training order): under bf16 the same rows packed
     otherwise get other log-probs (on the warm start, about 1% of tokens beyond the clip range before
     any update), where these make the first minibatch's ratio exactly 1. Then rewards (the puzzle's R on
     its last token, minus the per-token KL penalty), GAE and whitening with the moments of all ranks'
@@ -209,9 +209,11 @@ def build_buffer(
     action_ids, mask = pad_actions(episodes)  # (N, T)
     zeros = torch.zeros_like(mask)
     if not module.rewarded:
-        return PPOBuffer(prompt_ids, action_ids, mask, zeros, zeros, zeros, zeros, first_epoch), {"ppo/kl_ref": 0.0}
+        return PPOBuffer(prompt_ids, action_ids, mask, zeros, zeros, zeros, zeros, first_epoch_minibatches), {
+            "ppo/kl_ref": 0.0
+        }
     logprobs, values, reference = _old_logprobs_and_values(
-        module, prompt_ids, action_ids, mask, first_epoch, with_reference=ppo.kl_coef != 0
+        module, prompt_ids, action_ids, mask, first_epoch_minibatches, with_reference=ppo.kl_coef != 0
     )
     advantages, returns = zeros, zeros  # every stream's puzzle was cut: the iteration trains on nothing
     if episodes:
@@ -225,7 +227,9 @@ def build_buffer(
         "ppo/explained_variance": float(explained_variance(values, returns, mask, module.sum_over_ranks)),
         "rollout/sampler_logprob_gap": sampler_logprob_gap(episodes, logprobs, mask),
     }
-    return PPOBuffer(prompt_ids, action_ids, mask, logprobs, values, advantages, returns, first_epoch), metrics
+    return PPOBuffer(
+        prompt_ids, action_ids, mask, logprobs, values, advantages, returns, first_epoch_minibatches
+    ), metrics
 
 
 def sampler_logprob_gap(episodes: Sequence[Episode], logprobs: torch.Tensor, mask: torch.Tensor) -> float:

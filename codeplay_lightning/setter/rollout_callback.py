@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch import nn
@@ -28,7 +26,7 @@ from codeplay_lightning.execution import Sandbox
 from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.setter.module import SetterPPOModule
 from codeplay_lightning.setter.progress import Progress
-from codeplay_lightning.setter.ranks import from_every_rank, rank
+from codeplay_lightning.setter.ranks import from_every_rank, gather_puzzles, rank
 from codeplay_lightning.setter.records import RankRollout, RunRecords, iteration_record
 from codeplay_lightning.setter.rollout import (
     build_buffer,
@@ -40,14 +38,6 @@ from codeplay_lightning.setter.rollout import (
 )
 from codeplay_lightning.setter.selfplay import SelfPlay, initial_difficulties
 from codeplay_lightning.solver import Solver
-
-
-@dataclass(frozen=True)
-class RankPuzzles:
-    """One rank's puzzles and their embeddings, which every rank archives."""
-
-    texts: list[str]
-    embeddings: np.ndarray  # (N, D)
 
 
 @dataclass(frozen=True)
@@ -159,18 +149,22 @@ class RolloutCallback(L.Callback):
                 texts,
                 self.novelty.archive,
                 self.novelty.embedder,
-                gather=_gather_puzzles if trainer.world_size > 1 else None,
+                gather=gather_puzzles if trainer.world_size > 1 else None,
             )
             scored = reward_puzzles(texts, judged, distances, self.novelty.reference_distance, self.config.reward)
             clock.lap("novelty")
             self.progress.phase(iteration, "old log-probs and values")
-            first_epoch = trainer.datamodule.draw_epoch(len(episodes))  # drawn now: the buffer is scored in it
-            buffer, metrics = build_buffer(module, self.prompt_ids, episodes, scored, self.config, first_epoch)
+            first_epoch_minibatches = trainer.datamodule.draw_epoch(
+                len(episodes)
+            )  # drawn now: the buffer is scored in it
+            buffer, metrics = build_buffer(
+                module, self.prompt_ids, episodes, scored, self.config, first_epoch_minibatches
+            )
             clock.lap("old_logprobs_and_values")
         trainer.datamodule.set_buffer(buffer)
         self.sandbox_before = sandbox_before
         self.clock = clock
-        self.work = {  # this rank's
+        self.counts = {  # this rank's
             "puzzles": len(episodes),
             "action_tokens": int(buffer.mask.sum()),
             "solver_prompt_tokens": self.reward.usage.prompt_tokens - solver_tokens_before[0],
@@ -199,7 +193,7 @@ class RolloutCallback(L.Callback):
             self.clock.lap("solver_learning")  # the BC phase and the evaluations
             self.records.phase(phase, trainer.current_epoch)
         self.clock.laps["sandbox"] = self.reward.sandbox.busy_seconds - self.sandbox_before
-        record = iteration_record(trainer.current_epoch, self.clock.total(), self.clock.laps, self.work)
+        record = iteration_record(trainer.current_epoch, self.clock.total(), self.clock.laps, self.counts)
         record["peak_rss_gib"] = peak_rss_gib()  # this rank's process, over this iteration
         if module.device.type == "cuda":  # what this rank's tensors held at most (the caching allocator keeps more)
             record["peak_gpu_gib"] = torch.cuda.max_memory_allocated(module.device) / 2**30
@@ -268,14 +262,3 @@ def rollout_precision(plugin):
         dtype = torch.bfloat16 if plugin.precision == "bf16-mixed" else torch.float16
         return torch.autocast(plugin.device, dtype=dtype, cache_enabled=True)
     return plugin.forward_context()
-
-
-def _gather_puzzles(texts: Sequence[str], embeddings: np.ndarray) -> tuple[list[str], np.ndarray, int]:
-    """`novelty_distances`'s `gather`: all ranks' puzzles and embeddings in rank order, and where this rank's begin."""
-    everyone: list[RankPuzzles] = from_every_rank(RankPuzzles(list(texts), embeddings))
-    offset = sum(len(puzzles.texts) for puzzles in everyone[: rank()])
-    return (
-        [text for puzzles in everyone for text in puzzles.texts],
-        np.concatenate([puzzles.embeddings for puzzles in everyone]),
-        offset,
-    )

@@ -244,7 +244,8 @@ def test_scoring_forward_reproduces_the_sampling_logprobs(stream_model, char_tok
     for row, sampled in enumerate(samples.logprobs):
         torch.testing.assert_close(logprobs[row, : len(sampled)], sampled, atol=1e-4, rtol=1e-4)
     assert values.shape == action_ids.shape
-    assert entropies.shape == action_ids.shape  # at the sampling temperature: tests/unit/test_model_matrix_scoring.py
+    # at the sampling temperature: tests/unit/models/test_model_matrix_scoring.py
+    assert entropies.shape == action_ids.shape
 
 
 def test_lora_trains_only_adapters_with_the_base_model_as_kl_reference(tmp_path, stream_model, char_tokenizer):

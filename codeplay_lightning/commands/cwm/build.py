@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from codeplay_lightning.commands.cwm.inputs import env_ids
+from codeplay_lightning.commands.cwm.args import env_ids
 
 HELP = "collect seeded transitions of the CWMB environments"
 

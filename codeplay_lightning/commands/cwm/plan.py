@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from codeplay_lightning.commands.cwm.inputs import env_ids, program, sandbox
+from codeplay_lightning.commands.cwm.args import env_ids, program, sandbox
 
 HELP = "plan in the real environment with a model: normalised return R"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from codeplay_lightning.commands.cwm.inputs import program, sandbox, transitions
+from codeplay_lightning.commands.cwm.args import program, sandbox, transitions
 
 HELP = "a model's accuracy: ours (search and held-out) and the official one"
 

@@ -14,7 +14,7 @@ from codeplay_lightning.commands.args import (
     load_model,
     sampling,
 )
-from codeplay_lightning.commands.cwm.inputs import env_ids, sandbox, transitions
+from codeplay_lightning.commands.cwm.args import env_ids, sandbox, transitions
 from codeplay_lightning.config import EMBEDDED_ALIAS
 
 HELP = "write models with GIF-MCTS, WorldCoder or plain sampling"

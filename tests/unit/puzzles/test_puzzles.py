@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import FIXTURES
 
 from codeplay_lightning.execution import Program
 from codeplay_lightning.puzzles import (
@@ -24,7 +25,7 @@ from codeplay_lightning.puzzles import (
     solver_prompt,
 )
 
-P3_SMALL = Path(__file__).parent.parent / "fixtures" / "p3_small"
+P3_SMALL = FIXTURES / "p3_small"
 
 
 # ---------------------------------------------------------------- validation

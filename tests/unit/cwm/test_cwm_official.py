@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import FIXTURES
 
 from codeplay_lightning.cwm.official import read_official_buffer
 from codeplay_lightning.cwm.transitions import Transitions
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "cwm_official"
+FIXTURES = FIXTURES / "cwm_official"
 # env id: (transitions, trajectories, terminated, truncated) per the notes' table (§1.4)
 COUNTS = {
     "Blackjack-v1": (15, 10, 10, 0),

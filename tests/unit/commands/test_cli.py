@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import FIXTURES
 
 from codeplay_lightning.cli import COMMANDS, build_parser, main
 from codeplay_lightning.commands import cwm
@@ -16,7 +17,7 @@ from codeplay_lightning.puzzles import load_p3
 from codeplay_lightning.puzzles.files import read_puzzle_file
 from tests.support import CONFIGS
 
-FIXTURE_P3 = Path(__file__).parents[1] / "fixtures" / "p3_small" / "puzzles.json"
+FIXTURE_P3 = FIXTURES / "p3_small" / "puzzles.json"
 F_HELLO = "def f(s: str):\n    return 'Hello ' + s == 'Hello world'"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import ScriptedLLM
+from support import FIXTURES, ScriptedLLM
 
 from codeplay_lightning.cli import main
 from codeplay_lightning.experiments.synthesis_table import action_outcomes, load_runs, solution_action, synthesis_table
@@ -25,7 +25,7 @@ from codeplay_lightning.puzzles.files import read_puzzle_file
 from codeplay_lightning.search import METHODS, P3Task
 from codeplay_lightning.search.synthesis import SynthesisConfig, load_tasks, safe_name, synthesize, task_records
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
+FIXTURES = FIXTURES
 APPS = FIXTURES / "apps"
 P3_FILE = FIXTURES / "p3_small" / "puzzles.json"
 WRONG = "def g():\n    return None\n"  # P3: a wrong answer; APPS: prints nothing, or defines no function

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from support import ScriptedLLM
+from support import FIXTURES, ScriptedLLM
 
 from codeplay_lightning.search import AppsTask, Feedback, GifMcts, GifMctsConfig, load_apps, run_searches
 from codeplay_lightning.search.gif_mcts import IMPROVE
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "apps"
+FIXTURES = FIXTURES / "apps"
 
 PAIR_SUMS = "t = int(input())\nfor _ in range(t):\n    a, b = map(int, input().split())\n    print(a + b)\n"
 PAIR_SUMS_BYTES = (

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from support import REPO
 
 from codeplay_lightning.cli import main
 
 pytest.importorskip("gymnasium")
-EXAMPLE = str(Path(__file__).parents[2] / "codeplay_lightning" / "cwm" / "examples" / "cartpole.py")
+EXAMPLE = str(REPO / "codeplay_lightning" / "cwm" / "examples" / "cartpole.py")
 
 
 @pytest.fixture(scope="module")

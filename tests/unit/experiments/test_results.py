@@ -9,11 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import REPO
 
 from codeplay_lightning.experiments.synthesis_table import load_runs, synthesis_table
 from tests.support import markdown_table
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 SYNTHESIS = ROOT / "docs" / "results" / "synthesis"
 COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the repository's root, and its --iterations
     "docs/results/sweep/report.md": (["docs/results/records/sweep/seed-*/*"], None),
