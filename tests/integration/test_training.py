@@ -191,7 +191,7 @@ def test_a_resume_that_would_change_the_run_is_refused_in_one_line(
 
 
 def test_a_resume_keeps_the_first_config_and_host_and_writes_its_own_beside_them(
-    tmp_path, stream_model, char_tokenizer
+    tmp_path, stream_model, char_tokenizer, caplog
 ):
     """Each part of a run names the machine it ran on (host.json), and its config the workers `auto` chose."""
     run_dir = run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=1")
@@ -200,7 +200,9 @@ def test_a_resume_keeps_the_first_config_and_host_and_writes_its_own_beside_them
     host = json.loads((run_dir / "host.json").read_text())
     assert host == json.loads(json.dumps(host_record()))
     assert host["packages"]["torch"] == torch.__version__ and host["usable_cores"] == usable_cores()
-    run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "sandbox.workers=1", resume="auto")
+    with caplog.at_level("INFO", logger="codeplay_lightning"):
+        run(tmp_path, stream_model, char_tokenizer, "trainer.iterations=2", "sandbox.workers=1", resume=str(run_dir))
+    assert f"resuming {run_dir} at iteration 2 of 2" in caplog.text
     assert (run_dir / "config.yaml").read_text() == first
     assert "workers: 1" in (run_dir / "config.resumed-1.yaml").read_text()
     assert json.loads((run_dir / "host.resumed-1.json").read_text())["cpu"] == host["cpu"]

@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import FIXTURES
+from support import CONFIGS, FIXTURES
 
 from codeplay_lightning.cli import COMMANDS, build_parser, main
 from codeplay_lightning.commands import cwm
-from codeplay_lightning.config import RolloutConfig, SolverConfig
+from codeplay_lightning.config import ConfigError, RolloutConfig, SolverConfig, load_config, resume_checkpoint
 from codeplay_lightning.puzzles import load_p3
 from codeplay_lightning.puzzles.files import read_puzzle_file
-from tests.support import CONFIGS
 
 FIXTURE_P3 = FIXTURES / "p3_small" / "puzzles.json"
 F_HELLO = "def f(s: str):\n    return 'Hello ' + s == 'Hello world'"
@@ -372,8 +371,10 @@ def test_a_stopped_train_says_how_to_resume_only_when_its_own_checkpoint_stands(
     from codeplay_lightning import train as train_module
     from codeplay_lightning.commands import train as train_command
 
+    run = tmp_path / "runs" / "smoke" / "version_1"
+
     def stopped_train(config, resume=None):
-        folder = tmp_path / "runs" / "smoke" / "version_1"
+        folder = run
         (folder / "checkpoints").mkdir(parents=True)
         if checkpointed:
             (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
@@ -387,11 +388,38 @@ def test_a_stopped_train_says_how_to_resume_only_when_its_own_checkpoint_stands(
     status = main(["train", str(CONFIGS / "smoke.yaml"), f"trainer.run_root={tmp_path / 'runs'}"])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert status == 143
-    if checkpointed:
+    if checkpointed:  # this run's own folder, not --resume auto (which names the newest)
         assert last.startswith("stopped by SIGTERM: the last finished iteration's checkpoint stands; resume with:")
-        assert last.endswith("--resume auto")
+        assert last.endswith(f" train {CONFIGS / 'smoke.yaml'} trainer.run_root={tmp_path / 'runs'} --resume {run}")
     else:
         assert last == (
             f"stopped by SIGTERM before the first iteration finished ({tmp_path / 'runs' / 'smoke' / 'version_1'}): "
             "no checkpoint to resume; train again to start afresh"
         )
+
+
+def test_the_resume_line_speaks_the_users_dialect_and_names_the_run(monkeypatch):
+    from codeplay_lightning.commands.train import _resume
+
+    run = Path("runs/smoke/version_3")
+    monkeypatch.setattr(sys, "argv", [".venv/bin/codeplay", "train"])
+    monkeypatch.delenv("MAKELEVEL", raising=False)
+    typed = _resume(["configs/smoke.yaml", "ppo.lr=1e-5"], run)
+    assert typed == ".venv/bin/codeplay train configs/smoke.yaml ppo.lr=1e-5 --resume runs/smoke/version_3"
+    monkeypatch.setenv("MAKELEVEL", "1")  # make train CONFIG=smoke ARGS="..." runs the same command
+    assert _resume(["configs/smoke.yaml", "ppo.lr=1e-5", "trainer.seed=2"], run) == (
+        "make train CONFIG=smoke 'ARGS=ppo.lr=1e-5 trainer.seed=2' RESUME=runs/smoke/version_3"
+    )
+    assert _resume(["configs/smoke.yaml"], run) == "make train CONFIG=smoke RESUME=runs/smoke/version_3"
+    # two files are no make preset: the codeplay command
+    assert _resume(["configs/smoke.yaml", "configs/paper.yaml"], run).endswith("--resume runs/smoke/version_3")
+
+
+def test_resume_takes_a_run_folder(tmp_path):
+    config = load_config([CONFIGS / "smoke.yaml"], [f"trainer.run_root={tmp_path}"])
+    run = tmp_path / "smoke" / "version_0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert resume_checkpoint(config, str(run)) == run / "checkpoints" / "last.ckpt"
+    with pytest.raises(ConfigError, match=r"checkpoint .*version_1 does not exist"):
+        resume_checkpoint(config, str(run.parent / "version_1"))

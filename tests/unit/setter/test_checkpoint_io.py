@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -34,3 +36,30 @@ def test_a_failed_save_keeps_the_old_checkpoint_whole(tmp_path):
         writer.save_checkpoint({"step": 2, "unpicklable": lambda: None}, path)
     assert writer.load_checkpoint(path)["step"] == 1
     assert [p.name for p in path.parent.iterdir()] == ["last.ckpt"]  # no partial file left behind
+
+
+def test_a_sigterm_while_a_checkpoint_is_written_stops_the_run_once_it_is_whole(tmp_path, monkeypatch):
+    """A preemption just after an iteration's line: the signal lands mid-write, the run's handler meets it after."""
+
+    class Stopped(BaseException):
+        pass
+
+    def stop(number, frame):
+        raise Stopped
+
+    save = torch.save
+
+    def save_signalled_midway(obj, handle):
+        signal.raise_signal(signal.SIGTERM)  # delivered now, in the middle of the write
+        save(obj, handle)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        monkeypatch.setattr(torch, "save", save_signalled_midway)
+        writer, path = StreamingCheckpointIO(), tmp_path / "last.ckpt"
+        with pytest.raises(Stopped):
+            writer.save_checkpoint({"step": 3, "weights": torch.arange(10)}, path)
+        assert signal.getsignal(signal.SIGTERM) is stop  # the run's own handler, back in place
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert writer.load_checkpoint(path)["step"] == 3 and [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
