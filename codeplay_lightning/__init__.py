@@ -5,7 +5,7 @@ Layers, each importing only from the ones below it:
 
     cli                                      `codeplay`: the table of commands
     commands/                                one module per subcommand: its options, then a call into the layers below
-    train, experiments/                      a training run; the presets' runs, compared and swept
+    train, experiments/, integrations/       a training run; the presets' runs, compared, swept; our rewards for TRL
     setter/                                  the Setter's PPO training loop (Lightning)
     solver/, cwm/                            the Solver (few-shot or a code search); Code World Models
     sft/                                     supervised fine-tuning: the warm start, the search's action examples
