@@ -54,9 +54,10 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     keep_freed_memory_on_cpu(config.trainer.accelerator)  # under glibc, PPO updates a fifth faster on CPU
 
-    from codeplay_lightning.devices import check_devices
+    from codeplay_lightning.devices import check_cpu_precision, check_devices
 
     check_devices(config.trainer)  # in one line, before Lightning and the models load
+    check_cpu_precision(config.trainer)
     from codeplay_lightning.train import train
 
     quiet_libraries()

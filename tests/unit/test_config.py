@@ -268,6 +268,24 @@ def test_what_the_machine_cannot_run_is_refused_in_one_line_before_loading(
         assert "\n" not in str(refusal.value)
 
 
+@pytest.mark.parametrize(("precision", "refused"), [("bf16-mixed", True), ("bf16-true", True), ("32-true", False)])
+def test_bf16_on_a_cpu_without_it_is_refused_in_one_line(monkeypatch, precision, refused):
+    import torch
+
+    from codeplay_lightning.config import TrainerConfig
+    from codeplay_lightning.devices import check_cpu_precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    trainer = TrainerConfig(accelerator="cpu", precision=precision)
+    if refused:
+        with pytest.raises(ConfigError, match=r"emulated .* trainer.precision=auto picks 32-true here"):
+            check_cpu_precision(trainer)
+    else:
+        check_cpu_precision(trainer)
+
+
 def test_a_mistyped_preset_is_met_with_the_nearest_name():
     with pytest.raises(
         ConfigError, match=r"configs/balancd.yaml does not exist; did you mean .*configs/balanced.yaml\?$"
