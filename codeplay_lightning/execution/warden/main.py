@@ -2,7 +2,7 @@
 
 A warden's world is one of three, the best the machine allows:
 - "root": as root, the warden is PID 1 of new pid, net, mount and ipc namespaces with a root of its own, and a
-  cgroup bounds each program's memory, processes and CPU (one core), whose CPU time is the program's clock;
+  cgroup bounds each program's memory and processes and counts its CPU time, the program's clock;
 - "user": without root, the same namespaces inside a user namespace of its own, with every capability dropped in
   program processes; no cgroup: memory is bounded per process, and the clock is the wall's;
 - "basic": neither (a container that forbids namespaces): rlimits, the seccomp filters, a directory of its own.
@@ -269,8 +269,7 @@ class Warden:
         filter; the exposure says, in one line, what a program can do under anything less."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
-            core = ", one core" if self.cgroup.one_core else ""
-            limits = f"cgroup v{self.cgroup.version}: {memory} MiB{core} and {PROGRAM_PROCESSES} processes per program"
+            limits = f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program"
         else:
             processes = (
                 f"{PROGRAM_PROCESSES} processes per program"

@@ -323,42 +323,6 @@ def test_every_sandbox_gets_a_cgroup_of_its_own(namespaced):
     assert names[0] != names[1]
 
 
-ONE_CORE = """
-import os, resource, time
-def g():
-    children, started = [], time.monotonic()
-    for _ in range(2):
-        child = os.fork()
-        if child == 0:
-            while True:
-                pass
-        children.append(child)
-    time.sleep(0.5)
-    for child in children:
-        os.kill(child, 9)
-        os.waitpid(child, 0)
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (used.ru_utime + used.ru_stime) / (time.monotonic() - started)  # cores used
-"""
-
-
-def test_a_program_has_one_core_however_many_processes_it_runs(namespaced):
-    """Its cgroup's CPU quota is one core (a 100 ms burst at most past it): two busy processes get one core between
-    them, however many the machine has idle, and the programs on the other wardens keep theirs."""
-    (verdict,) = namespaced.verify([program("def f(x: float):\n    return x < 1.4", ONE_CORE)])
-    assert verdict.passed, verdict
-    zygote = _descendants(namespaced._wardens[0].launcher.pid)[2]
-    limits = []
-    for directory in _cgroup_directories(zygote):
-        if os.path.exists(f"{directory}/cpu.max"):
-            with open(f"{directory}/cpu.max") as limit:
-                limits.append(limit.read().split())
-        elif os.path.exists(f"{directory}/cpu.cfs_quota_us"):
-            limits.append([open(f"{directory}/cpu.cfs_{name}_us").read().strip() for name in ("quota", "period")])
-    assert limits == [["100000", "100000"]]
-    assert "one core" in namespaced.isolation
-
-
 def _descendants(pid: int) -> list[int]:
     found, stack = [], [pid]
     while stack:
