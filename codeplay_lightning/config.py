@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -314,6 +314,24 @@ NOT_IDENTITY = {
     "evaluation.every",  # the evaluation draws from generators of its own: the run trains the same without it
     "evaluation.puzzles",
 }
+
+
+def named_by_changes(config: TrainConfig, overrides: list[str]) -> TrainConfig:
+    """`config` with its run folder named by what `overrides` change of the run's identity, so that a weight sweep's
+    runs tell themselves apart in runs/ and TensorBoard: `balanced` with reward.w_novelty=0.5 trains in
+    runs/balanced/w_novelty=0.5/version_N. An explicit `name=` is kept as it is."""
+    keys = [override.split("=", 1)[0].strip() for override in overrides]
+    if "name" in keys:
+        return config
+    identity = run_identity(config)
+    changes = [
+        f"{key.rpartition('.')[2]}={_folder_safe(identity[key])}" for key in dict.fromkeys(keys) if key in identity
+    ]
+    return replace(config, name="/".join([config.name, ",".join(changes)])) if changes else config
+
+
+def _folder_safe(value: object) -> str:
+    return str(value).replace("/", "-").replace(" ", "")
 
 
 def run_identity(config: TrainConfig) -> dict[str, object]:

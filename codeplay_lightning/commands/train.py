@@ -20,7 +20,7 @@ from pathlib import Path
 
 from codeplay_lightning.allocator import keep_freed_memory_on_cpu
 from codeplay_lightning.commands.output import quiet_libraries
-from codeplay_lightning.config import TrainConfig, load_config, resume_checkpoint, to_yaml
+from codeplay_lightning.config import TrainConfig, load_config, named_by_changes, resume_checkpoint, to_yaml
 
 HELP = "train the Setter with PPO (Lightning)"
 JEMALLOC = True  # its training runs under jemalloc where it is installed (allocator.py)
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     files = [item for item in args.items if "=" not in item]
     overrides = [item for item in args.items if "=" in item]
-    config = load_config(files, overrides)
+    config = named_by_changes(load_config(files, overrides), overrides)
     if args.print_config:
         print(to_yaml(config), end="")
         return 0

@@ -70,7 +70,9 @@ def sweep(
         if step.action == "start" and step.run_dir.exists():
             shutil.rmtree(step.run_dir)  # nothing in it: no checkpoint and no puzzles (checked by `plan`)
         if step.action != "skip":
-            trainer(step.config_file, overrides, step.checkpoint)
+            # the preset's own name: its folder is the sweep's, not named by the sweep's overrides
+            name = step.run_dir.parent.relative_to(run_root)
+            trainer(step.config_file, [*overrides, f"name={name}"], step.checkpoint)
         if plan(step.preset, configs, overrides).action != "skip":
             raise ValueError(f"{step.preset} stopped before its last iteration; run the sweep again to resume it")
     return {"steps": steps, "comparison": compare([step.run_dir for step in steps], out, seed=seed)}

@@ -6,7 +6,7 @@
 - `solver.jsonl`: each BC phase of a learning Solver, with the evaluations after it;
 - `eval.jsonl`: each evaluation of the Setter's policy (`evaluation.every`), its puzzles and their verdicts;
 - TensorBoard: `reward_by_puzzle/*` against puzzles generated (raw and smoothed over the last 200 puzzles, the paper's
-  curves); `rollout/*`, `ppo/*`, `solver/*`, `eval/*`, `time/*` and `memory/*` against iterations, 1 to N, as users
+  curves, and each puzzle's iteration); `rollout/*`, `ppo/*`, `solver/*`, `eval/*`, `time/*` and `memory/*` against iterations, 1 to N, as users
   count them (the initial Solver's evaluations at 0); the last puzzles as text; the run's settings in the HPARAMS tab
   against its last iteration's `HPARAMS_METRICS`.
 
@@ -25,6 +25,7 @@ import numpy as np
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from torch.utils.tensorboard.summary import hparams
 
+from codeplay_lightning.config import TrainConfig, run_identity
 from codeplay_lightning.setter.progress import LAPS, iteration_counts
 from codeplay_lightning.setter.rollout import ScoredPuzzle
 from codeplay_lightning.setter.selfplay import mean_pass_rate
@@ -72,10 +73,16 @@ class RunRecords:
 
     def settings(self, identity: dict[str, object]) -> None:
         """The run's settings (`config.run_identity`) to hparams.yaml and TensorBoard's HPARAMS tab, where runs are
-        filtered and tabulated by them against `HPARAMS_METRICS`."""
+        filtered and tabulated by them against `HPARAMS_METRICS`. The settings the run changed from the schema's
+        defaults come first (the tab shows its first columns ticked): what tells the runs apart, not the model's
+        settings that every preset shares."""
         if not self.writes:
             return
-        params = {key: value if isinstance(value, int | float | str) else str(value) for key, value in identity.items()}
+        defaults = run_identity(TrainConfig())
+        changed_first = {key: value for key, value in identity.items() if defaults.get(key) != value} | identity
+        params = {
+            key: value if isinstance(value, int | float | str) else str(value) for key, value in changed_first.items()
+        }
         for logger in self.loggers:
             logger.log_hyperparams(params)
         for summary in hparams(params, dict.fromkeys(HPARAMS_METRICS, 0.0)):  # the metrics' names only
@@ -104,6 +111,8 @@ class RunRecords:
                     writer.add_scalar(
                         f"reward_by_puzzle/{name}_smoothed", float(np.mean(self.recent[name])), self.puzzles_generated
                     )
+                # the iteration on this axis too: a puzzle-indexed curve reads against the per-iteration ones
+                writer.add_scalar("reward_by_puzzle/iteration", iteration + 1, self.puzzles_generated)
                 record = puzzle_record(puzzle, initial_difficulty, iteration=iteration, index=self.puzzles_generated)
                 handle.write(json.dumps(record) + "\n")
         counts, share = iteration_counts(scored), max(len(scored), 1)

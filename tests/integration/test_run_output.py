@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import plugin_data_pb2
 from training_runs import read_puzzles, read_records, run, tiny_config
 
-from codeplay_lightning.config import run_identity
+from codeplay_lightning.config import TrainConfig, run_identity
 from codeplay_lightning.setter.records import HPARAMS_METRICS
 
 
@@ -46,6 +46,12 @@ def test_every_per_iteration_tag_is_on_one_axis_and_the_settings_are_in_hparams(
     assert started.hparams["reward.w_novelty"].number_value == 0.5
     assert started.hparams["model.name"].string_value == "tiny-stream"
     assert {info.name.tag for info in experiment.metric_infos} == set(HPARAMS_METRICS) <= set(steps)
+    defaults = run_identity(TrainConfig())
+    changed = [key for key, value in identity.items() if defaults[key] != value]
+    assert "reward.w_novelty" in changed and len(changed) < len(identity)
+    assert [info.name for info in experiment.hparam_infos][: len(changed)] == changed  # what tells runs apart, first
+    by_iteration = [p["iteration"] + 1 for p in read_puzzles(run_dir)]
+    assert [event.value for event in accumulator.Scalars("reward_by_puzzle/iteration")] == by_iteration
 
     with (run_dir / "csv" / "metrics.csv").open() as handle:  # trainer.loggers: the same per-iteration values
         rows = list(csv.DictReader(handle))

@@ -401,3 +401,13 @@ def test_every_logger_name_has_a_builder():
     from codeplay_lightning.train import OTHER_LOGGERS
 
     assert set(OTHER_LOGGERS) == set(LOGGERS)
+
+
+def test_a_run_is_named_by_the_identity_keys_its_overrides_change():
+    from codeplay_lightning.config import named_by_changes
+
+    overrides = ["reward.w_novelty=0.5", "trainer.iterations=3", "model.name=EleutherAI/gpt-neo-125m", "trainer.seed=1"]
+    config = load_config([CONFIGS / "balanced.yaml"], overrides)
+    assert named_by_changes(config, overrides).name == "balanced/w_novelty=0.5,name=EleutherAI-gpt-neo-125m,seed=1"
+    assert named_by_changes(config, ["trainer.iterations=3"]).name == "balanced"  # how it runs, not what it is
+    assert named_by_changes(config, [*overrides, "name=mine"]).name == config.name  # a name given is kept
