@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -36,19 +37,40 @@ LAPS = (
 SHOWN_LAPS = tuple((name, label) for name, _, label in LAPS if label)
 
 
+HEARTBEAT_SECONDS = 60.0  # written to a file or a pipe, the longest a run stays silent
+
+
 class Progress:
+    """The run's console: in a terminal, the phase under way on one live line; elsewhere (a file, a scheduler's log)
+    a line naming it whenever a minute has passed without one. Then a line per iteration and a summary."""
+
     def __init__(self, iterations: int, stream=sys.stderr):
         self.iterations, self.stream = iterations, stream
         self.shows = True  # set per rank by the callback's setup
-        self.started = time.perf_counter()
+        self.started = self.spoke = time.perf_counter()
         self.finished: list[dict] = []  # this session's iterations: counts and rewards
         self.scored: list[ScoredPuzzle] = []
+        self.under_way = ""
+        self.stopped = threading.Event()
+        self.heartbeat: threading.Thread | None = None
 
     def phase(self, iteration: int, text: str) -> None:
-        """`text` as the phase under way in `iteration` (0-based), in a terminal."""
-        if self.shows and self.stream.isatty():
-            self.stream.write(f"\r\x1b[Kiteration {iteration + 1}/{self.iterations}: {text}")
+        """`text` as the phase under way in `iteration` (0-based)."""
+        if not self.shows:
+            return
+        self.under_way = f"iteration {iteration + 1}/{self.iterations}: {text}"
+        if self.stream.isatty():
+            self.stream.write(f"\r\x1b[K{self.under_way}")
             self.stream.flush()
+        elif self.heartbeat is None:
+            self.heartbeat = threading.Thread(target=self._beat, name="progress heartbeat", daemon=True)
+            self.heartbeat.start()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(1.0):
+            if time.perf_counter() - self.spoke >= HEARTBEAT_SECONDS:
+                self.spoke = time.perf_counter()
+                log.info("%s (%.1f min into the run)", self.under_way, (self.spoke - self.started) / 60)
 
     def rollout(self, scored: Sequence[ScoredPuzzle]) -> None:
         """Every rank's puzzles of the iteration under way, for its line."""
@@ -67,6 +89,7 @@ class Progress:
         )
         if self.stream.isatty():
             self.stream.write("\r\x1b[K")
+        self.spoke = time.perf_counter()
         log.info(
             "iteration %d/%d: %s | %.0f s (%s) | %.1f GiB",
             record["iteration"] + 1,
@@ -79,6 +102,7 @@ class Progress:
 
     def summary(self) -> None:
         """How the run ended: what this session trained, in all and in its last iteration."""
+        self.stopped.set()
         if not self.shows or not self.finished:
             return
         total = {key: sum(counts[key] for counts in self.finished) for key in ("puzzles", "valid", "solved")}
