@@ -9,15 +9,17 @@ OUT ?= docs/results
 
 .DEFAULT_GOAL := help
 RESUME ?=
+# torch's build: auto (CUDA 13 where an NVIDIA driver is, else the CPU's), cpu, cuda, cu128, ... (docker/torch-build.sh)
+TORCH ?= auto
 .PHONY: help install install-server train tensorboard test test-integration test-full lint bench gpu-prepare gpu-check compare sweep warmstart warmstart-gif clean
 
 help: ## list the targets, then the presets CONFIG= takes
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 	@echo "  presets (CONFIG=): $(sort $(basename $(notdir $(wildcard configs/*.yaml))))"
 
-$(BIN)/codeplay: pyproject.toml docker/install.sh
+$(BIN)/codeplay: pyproject.toml docker/install.sh docker/torch-build.sh
 	# the Docker image's install steps (docker/Dockerfile runs the same script), editable and with the extras
-	PYTHON=$(PYTHON) bash docker/install.sh $(VENV) -e '.[dev,cwm,trl]'
+	PYTHON=$(PYTHON) TORCH=$(TORCH) bash docker/install.sh $(VENV) -e '.[dev,cwm,trl]'
 	touch $(BIN)/codeplay
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model

