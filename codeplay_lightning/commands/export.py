@@ -1,5 +1,6 @@
-"""`codeplay export CHECKPOINT --out DIR`: a trained Setter as a Hugging Face model directory (LoRA merged), with
-the run's config beside it as `codeplay.yaml`. Missing or taken paths are refused before torch is imported."""
+"""`codeplay export CHECKPOINT --out DIR`: a trained Setter as a Hugging Face model directory (LoRA merged) that
+carries its prompt (`prompt.txt`), its stop (`generation_config.json`), a model card (`README.md`) and the run's
+config (`codeplay.yaml`). Missing or taken paths are refused before torch is imported."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 from codeplay_lightning.commands.output import quiet_libraries
 
 HELP = (
-    "write a training checkpoint's Setter as a Hugging Face model directory (LoRA merged), for --llm and transformers"
+    "write a training checkpoint's Setter as a Hugging Face model directory (LoRA merged) with its prompt, stop and "
+    "model card, for --llm and transformers"
 )
 
 
@@ -32,5 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_libraries()
     out = export_policy(checkpoint, args.out)
-    print(f"policy of {checkpoint} written to {out} (use it as --llm {out}, or transformers' from_pretrained)")
+    print(
+        f"policy of {checkpoint} written to {out}: {out / 'README.md'} says how to prompt it (use it as --llm {out}, "
+        "or with transformers' from_pretrained)"
+    )
     return 0

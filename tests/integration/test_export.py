@@ -1,15 +1,24 @@
 """`codeplay export`: a tiny run's checkpoint as a model directory that transformers loads, scoring as the
-checkpoint's policy does (full fine-tune and merged LoRA), with the run's config beside it."""
+checkpoint's policy does (full fine-tune and merged LoRA), with the run's config beside it; and carrying its prompt
+and stop, which the model card's code uses in a process that never imports codeplay_lightning."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
+from support import TURNS_CHAT_TEMPLATE, build_char_tokenizer, stream_llama
 from training_runs import load_checkpoint, run
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from codeplay_lightning.cli import main
 from codeplay_lightning.config import load_config, run_identity
+from codeplay_lightning.puzzles import fewshot_puzzles
+from codeplay_lightning.setter.rollout import setter_sampling_prompt
 
 
 @pytest.fixture
@@ -98,3 +107,54 @@ def test_export_refuses_in_one_line(tmp_path, capsys):
         f"error: {tmp_path} exists: give a new directory",
     ]
     assert not (tmp_path / "a").exists()
+
+
+# the model card's code, run as a user runs it (a seed for the test's sake), then what the test checks
+CARD_RUN = """
+import json, sys
+import torch
+torch.manual_seed(0)
+{card_code}
+json.dump({{"new_text": new_text, "puzzle": puzzle, "template": tokenizer.chat_template,
+           "stop_strings": model.generation_config.stop_strings,
+           "project_imported": any(name.startswith("codeplay_lightning") for name in sys.modules)}}, sys.stderr)
+"""
+
+
+def test_the_export_carries_its_prompt_and_stop_for_stock_transformers(tmp_path, char_tokenizer):
+    """A model that writes a newline half the time, exported from a base whose tokenizer has a chat template: the
+    card's ten lines, in a process without the project, write one puzzle that stops at its first blank line."""
+    newline_model = stream_llama(char_tokenizer, eos_logit=-20.0)  # the final hidden state is ~ones: a row's sum
+    newline = char_tokenizer.convert_tokens_to_ids("\n")  # is its logit, here e^4.5 against ~100 others of e^0
+    with torch.no_grad():
+        newline_model.lm_head.weight[newline] = 4.5 / newline_model.config.hidden_size
+    base = tmp_path / "base"
+    newline_model.save_pretrained(base)
+    chat_tokenizer = build_char_tokenizer()
+    chat_tokenizer.chat_template = TURNS_CHAT_TEMPLATE
+    chat_tokenizer.save_pretrained(base)
+    run_dir = run(tmp_path, newline_model, char_tokenizer, "trainer.iterations=1", f"model.name={base}")
+    out = tmp_path / "export"
+    assert main(["export", str(run_dir), "--out", str(out)]) == 0
+
+    examples = fewshot_puzzles()[: load_config([out / "codeplay.yaml"]).rollout.fewshot]
+    assert (out / "prompt.txt").read_text() == setter_sampling_prompt(char_tokenizer, examples)
+    assert json.loads((out / "generation_config.json").read_text())["stop_strings"] == ["\n\n"]
+    card = (out / "README.md").read_text()
+    assert all(example.f in card for example in examples)
+    assert "chat_template" not in json.loads((out / "tokenizer_config.json").read_text())
+    assert not (out / "chat_template.jinja").exists()
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in out.iterdir()} == {
+        path.name: "0o644" for path in out.iterdir()
+    }
+
+    card_code = re.search(r"## Write a puzzle with transformers\n\n```python\n(.*?)```", card, flags=re.DOTALL)[1]
+    assert len(card_code.strip().splitlines()) <= 12
+    script = CARD_RUN.format(card_code=card_code)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stderr.splitlines()[-1])
+    assert not result["project_imported"] and result["template"] is None and result["stop_strings"] == ["\n\n"]
+    new_text = result["new_text"]
+    assert new_text.endswith("\n\n") and "\n\n" not in new_text[:-2]  # stopped at the puzzle's first blank line
+    assert result["puzzle"] == "def f(" + new_text[:-2]
