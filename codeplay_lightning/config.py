@@ -47,7 +47,7 @@ class SolverConfig:
     anything else is loaded apart: `smollm2-135m`, a hub id, a local directory, or
     `openai:BASE_URL#MODEL` for an OpenAI-compatible server."""
 
-    strategy: StrategyName = "few-shot"
+    strategy: StrategyName = "few-shot"  # few-shot (D = N_a / passes) | gif-mcts | worldcoder (D = calls to a solution)
     llm: str = "frozen"  # frozen | smollm2-135m(-sft) | hub id | local directory | openai:BASE_URL#MODEL
     attempts: int = 4  # N_a: samples per puzzle, or a search's budget of LLM calls (paper: 8)
     batch_size: int = 64  # sequences a local LLM samples together: (puzzle, attempt) rows, or a round's prompts
@@ -217,7 +217,7 @@ class EvaluationConfig:
     puzzles from a fixed sampling seed, judged by the frozen initial Solver (`eval/*`, `eval.jsonl`)."""
 
     every: int = 10  # iterations between evaluations, after the iteration's PPO update; 0: never
-    puzzles: int = 32
+    puzzles: int = 32  # puzzles the Setter writes per evaluation, judged by the frozen initial Solver
 
     def __post_init__(self) -> None:
         _require(self.every >= 0 and self.puzzles >= 1, "evaluation.every must be >= 0 and evaluation.puzzles >= 1")
