@@ -155,6 +155,7 @@ class P3Task(DescribedTask):
 
     def __init__(self, puzzle: Puzzle, sandbox: Sandbox):
         self.puzzle, self.sandbox = puzzle, sandbox
+        self.judge_faults = 0  # programs the sandbox failed to judge (its own fault): scored as buggy, and counted
         self.description = (
             "Write a Python function `g()` with no arguments that returns an answer `x` "
             "for which `f(x)` is `True`, where `f` is:\n"
@@ -164,6 +165,7 @@ class P3Task(DescribedTask):
     def evaluate(self, program: str) -> Feedback:
         candidate = Program(f=self.puzzle.f, g=program, ans_type=self.puzzle.ans_type, name=self.puzzle.name)
         verdict = self.sandbox.verify([candidate])[0]
+        self.judge_faults += verdict.judge_fault
         if verdict.status == "pass":
             return Feedback(score=1.0, buggy=False)
         if verdict.status == "fail" and verdict.returned:

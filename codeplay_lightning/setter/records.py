@@ -6,9 +6,9 @@
 - `solver.jsonl`: each BC phase of a learning Solver, with the evaluations after it;
 - `eval.jsonl`: each evaluation of the Setter's policy (`evaluation.every`), its puzzles and their verdicts;
 - TensorBoard: `reward_by_puzzle/*` against puzzles generated (raw and smoothed over the last 200 puzzles, the paper's
-  curves, and each puzzle's iteration); `rollout/*`, `ppo/*`, `solver/*`, `eval/*`, `time/*` and `memory/*` against iterations, 1 to N, as users
-  count them (the initial Solver's evaluations at 0); the last puzzles as text; the run's settings in the HPARAMS tab
-  against its last iteration's `HPARAMS_METRICS`.
+  curves, and each puzzle's iteration); `rollout/*`, `ppo/*`, `solver/*`, `eval/*`, `time/*` and `memory/*` against
+  iterations, 1 to N, as users count them (the initial Solver's evaluations at 0); the last puzzles as text; the
+  run's settings in the HPARAMS tab against its last iteration's `HPARAMS_METRICS`.
 
 The rollout callback hands the records over; this module only writes them.
 """

@@ -104,6 +104,14 @@ def judge_puzzles(texts: Sequence[str], solver: Solver) -> list[Judged]:
     return [(check, next(solved) if check.valid else None) for check in checks]
 
 
+def judged_by_the_sandbox(judged: list[Judged], *others: Sequence) -> tuple[list[int], list[list]]:
+    """The puzzles whose attempts the sandbox judged, and `judged` and each of `others` (lists in the same order)
+    cut to them: a puzzle on which the sandbox failed (a judge fault on some attempt) is left out of the reward,
+    not scored as unsolvable. Also the indices of those left out."""
+    faulty = [index for index, (_, result) in enumerate(judged) if result is not None and result.judge_faults]
+    return faulty, [[item for index, item in enumerate(items) if index not in faulty] for items in (judged, *others)]
+
+
 def novelty_distances(texts: Sequence[str], archive: NoveltyArchive, embedder, gather=None) -> list[np.ndarray]:
     """Distances to each puzzle's nearest predecessors, archiving the puzzles. Invalid puzzles are
     archived too: novelty is about what the Setter writes. Under DDP, `gather(texts, embeddings) ->

@@ -11,6 +11,7 @@ self-play's learner and the records' counters.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 
@@ -32,12 +33,15 @@ from codeplay_lightning.setter.rollout import (
     build_buffer,
     generate_episodes,
     judge_puzzles,
+    judged_by_the_sandbox,
     novelty_distances,
     rank_share,
     reward_puzzles,
 )
 from codeplay_lightning.setter.selfplay import SelfPlay, initial_difficulties
 from codeplay_lightning.solver import Solver
+
+log = logging.getLogger("codeplay_lightning")
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,14 @@ class RolloutCallback(L.Callback):
             with module.frozen_weights() if self.reward.on_frozen_weights else contextlib.nullcontext():
                 judged = judge_puzzles(texts, self.reward.solver)
             clock.lap("solver")  # the Solver's sampling and the sandbox
+            faulty, (judged, episodes) = judged_by_the_sandbox(judged, episodes)
+            if faulty:
+                log.warning(
+                    "iteration %d: %d puzzle(s) left out of the reward: the sandbox failed to judge them",
+                    iteration + 1,
+                    len(faulty),
+                )
+                texts = [episode.text for episode in episodes]
             results = [result for _, result in judged]
             if self.selfplay is None:  # the reward's Solver is the initial one: its D is the initial Solver's
                 initial = [None if result is None else result.difficulty for result in results]
@@ -160,6 +172,7 @@ class RolloutCallback(L.Callback):
             buffer, metrics = build_buffer(
                 module, self.prompt_ids, episodes, scored, self.config, first_epoch_minibatches
             )
+            metrics["rollout/judge_faults"] = len(faulty)
             clock.lap("old_logprobs_and_values")
         trainer.datamodule.set_buffer(buffer)
         self.sandbox_before = sandbox_before

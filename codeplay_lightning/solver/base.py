@@ -25,6 +25,11 @@ class SolverResult(Protocol):
         """D in [1, N_a], or math.inf when unsolved."""
         ...
 
+    @property
+    def judge_faults(self) -> int:
+        """Attempts the sandbox failed to judge (its own fault, `Verdict.judge_fault`): D then says nothing."""
+        ...
+
 
 class Solver(Protocol):
     """What the rollout calls. The LLM and sandbox a Solver works with are its own: the rollout is handed

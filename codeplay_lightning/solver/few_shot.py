@@ -58,6 +58,10 @@ class PuzzleResult:
     def difficulty(self) -> float:
         return difficulty(self.attempts, self.passes)
 
+    @property
+    def judge_faults(self) -> int:
+        return sum(verdict.judge_fault for verdict in self.verdicts)
+
 
 ROWS_PER_CALL = 8  # batches of rows in one LLM call: progress and verification after each call
 

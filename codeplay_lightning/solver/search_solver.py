@@ -30,6 +30,7 @@ class SearchPuzzleResult:
 
     puzzle: Puzzle
     search: SearchResult  # best program, its score, LLM calls spent, the call that first solved the puzzle
+    judge_faults: int  # the search's programs the sandbox failed to judge
 
     @property
     def passes(self) -> int:
@@ -60,8 +61,9 @@ class SearchSolver:
     def solve(self, puzzles: Sequence[Puzzle]) -> list[SearchPuzzleResult]:
         """One result per puzzle, in order."""
         seeds = torch.randint(0, 2**62, (len(puzzles),), generator=self.generator).tolist()
-        searches = [
-            self.search(P3Task(puzzle, self.sandbox), self.config.attempts, seed)
-            for puzzle, seed in zip(puzzles, seeds)
+        tasks = [P3Task(puzzle, self.sandbox) for puzzle in puzzles]
+        searches = [self.search(task, self.config.attempts, seed) for task, seed in zip(tasks, seeds)]
+        return [
+            SearchPuzzleResult(task.puzzle, result, task.judge_faults)
+            for task, result in zip(tasks, run_searches(searches, self.llm))
         ]
-        return [SearchPuzzleResult(puzzle, result) for puzzle, result in zip(puzzles, run_searches(searches, self.llm))]

@@ -78,3 +78,22 @@ def test_a_rank_that_does_not_write_still_counts_the_puzzles(tmp_path):
     records.rollout([RankRollout([scored("p", 1.0)] * 3, [1.0] * 3, 0, {}, 1.0)], 0, archive_size=3)
     records.iteration({"iteration": 0})
     assert records.puzzles_generated == 3 and not (records.run_dir / "puzzles.jsonl").exists()
+
+
+def test_a_puzzle_the_sandbox_failed_to_judge_is_left_out_not_scored_unsolvable():
+    from codeplay_lightning.execution import JUDGE_ERROR, Program, Verdict
+    from codeplay_lightning.puzzles import Puzzle, check_puzzle
+    from codeplay_lightning.setter.rollout import judged_by_the_sandbox
+    from codeplay_lightning.solver.few_shot import PuzzleResult
+
+    puzzle = Puzzle("p", "def f(x: int):\n    return x == 1", ans_type="int")
+    program = Program(puzzle.f, "def g():\n    return 1", "int")
+
+    def result(*statuses: str) -> PuzzleResult:
+        return PuzzleResult(puzzle, (program,) * len(statuses), tuple(Verdict(s, "", 0.0) for s in statuses))
+
+    check = check_puzzle(puzzle.f)
+    judged = [(check, result("pass", "fail")), (check, result("fail", JUDGE_ERROR)), (check_puzzle("x"), None)]
+    assert [r.judge_faults for _, r in judged[:2]] == [0, 1] and judged[1][1].difficulty == math.inf
+    faulty, (kept, texts) = judged_by_the_sandbox(judged, ["first", "second", "third"])
+    assert faulty == [1] and kept == [judged[0], judged[2]] and texts == ["first", "third"]
