@@ -10,20 +10,28 @@ iteration finished, it says there is no checkpoint to resume."""
 from __future__ import annotations
 
 import argparse
+import ast
+import io
 import logging
 import os
 import shlex
 import signal
 import sys
+import textwrap
+import tokenize
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 
+import yaml
+
+from codeplay_lightning import config as config_module
 from codeplay_lightning.allocator import keep_freed_memory_on_cpu
 from codeplay_lightning.commands.output import quiet_libraries
 from codeplay_lightning.config import TrainConfig, load_config, named_by_changes, resume_checkpoint, to_yaml
 
 HELP = "train the Setter with PPO (Lightning)"
 JEMALLOC = True  # its training runs under jemalloc where it is installed (allocator.py)
+HELP_WIDTH = 118  # the keys' lines in --help
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,16 +117,57 @@ def _resume(items: list[str], run_folder: Path) -> str:
 
 
 def _keys_and_presets() -> str:
-    """The keys a config sets, by section, and the presets of ./configs (docs/training.md says what each does)."""
-    lines = ["keys (docs/training.md):"]
+    """Every key a config sets, by section, as `key (default): meaning` (the schema's comments), and the presets of
+    ./configs (docs/training.md says what each does)."""
+    comments = schema_comments(Path(config_module.__file__).read_text(encoding="utf-8"))
+    defaults = TrainConfig()
+    lines = ["keys, as key (default): meaning (docs/training.md says more):"]
     for section in fields(TrainConfig):
-        if is_dataclass(section.default_factory):
-            lines.append(f"  {section.name}: {' '.join(key.name for key in fields(section.default_factory))}")
-        else:
-            lines.append(f"  {section.name}")
+        if not is_dataclass(section.default_factory):  # a top-level key
+            lines += _key_line(section.name, getattr(defaults, section.name), comments["TrainConfig"], "  ")
+            continue
+        lines.append(f"  {section.name}:")
+        for key in fields(section.default_factory):
+            default = getattr(getattr(defaults, section.name), key.name)
+            lines += _key_line(key.name, default, comments[section.default_factory.__name__], "    ")
     presets = sorted(path.stem for path in Path("configs").glob("*.yaml"))
     lines.append(f"presets (configs/): {' '.join(presets)}" if presets else "presets: configs/*.yaml of a clone")
     return "\n".join(lines)
+
+
+def _key_line(key: str, default: object, comments: dict[str, str], indent: str) -> list[str]:
+    """`key (default): meaning`, wrapped under the key; the default as a `key=value` override writes it."""
+    shown = yaml.safe_dump(default, default_flow_style=True).removesuffix("\n...\n").strip()
+    line = f"{key} ({shown}): {comments[key]}"
+    return textwrap.wrap(line, HELP_WIDTH, initial_indent=indent, subsequent_indent=indent + "    ")
+
+
+def schema_comments(source: str) -> dict[str, dict[str, str]]:
+    """The comment of each field of each class in `source` (config.py's text), by class and field name: the
+    comment lines just above the field, then the comment at the end of its line, joined."""
+    comments = {
+        token.start[0]: token.string.removeprefix("#").strip()
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    }
+    lines = source.splitlines()
+    own_line = {number for number in comments if lines[number - 1].lstrip().startswith("#")}
+    by_class: dict[str, dict[str, str]] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        by_class[node.name] = {}
+        for statement in node.body:
+            if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+                continue
+            above = statement.lineno - 1
+            while above in own_line:
+                above -= 1
+            parts = [comments[number] for number in range(above + 1, statement.lineno)]
+            if statement.end_lineno in comments and statement.end_lineno not in own_line:
+                parts.append(comments[statement.end_lineno])
+            by_class[node.name][statement.target.id] = " ".join(parts)
+    return by_class
 
 
 class Stopped(BaseException):

@@ -1,19 +1,22 @@
 """What a user expects of any command line: `--version`, usage mistakes and missing inputs in one line before
-torch loads, `train --help` listing the keys and presets, `train --print-config`, and `codeplay env`."""
+torch loads, `train --help` listing every key as `key (default): meaning` (the schema's comments) and the presets,
+`train --print-config`, and `codeplay env`."""
 
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
-from dataclasses import fields
 from importlib.metadata import version
 
 import pytest
+from omegaconf import OmegaConf
 from support import CONFIGS, REPO
 
 from codeplay_lightning.cli import main
-from codeplay_lightning.config import TrainConfig, TrainerConfig, load_config
+from codeplay_lightning.commands.train import schema_comments
+from codeplay_lightning.config import TrainConfig, TrainerConfig, load_config, named_by_changes
 from codeplay_lightning.devices import PACKAGES, resolved_precision
 
 
@@ -54,16 +57,92 @@ def test_mistakes_and_missing_inputs_are_one_line_before_torch_loads():
         assert code == 2 and stderr.count("\n") == 1 and message in stderr, stderr
 
 
-def test_train_help_lists_every_key_by_section_and_the_presets(capsys, monkeypatch):
+def train_help_keys(lines: list[str]) -> dict[str, tuple[str, str]]:
+    """`train --help`'s keys, `section.key` (or `key`) -> (the default as shown, the meaning, its lines joined)."""
+    keys, section, key = {}, None, None
+    for line in lines[lines.index("keys, as key (default): meaning (docs/training.md says more):") + 1 :]:
+        if section_line := re.fullmatch(r"  (\w+):", line):
+            section = section_line[1]
+        elif key_line := re.match(r"( {2}| {4})(\w+) \((.*?)\): (.*)", line):
+            key = key_line[2] if key_line[1] == "  " else f"{section}.{key_line[2]}"
+            keys[key] = (key_line[3], key_line[4])
+        elif line.startswith("      "):  # the meaning goes on
+            keys[key] = (keys[key][0], f"{keys[key][1]} {line.strip()}")
+    return keys
+
+
+def test_train_help_shows_every_key_with_its_default_and_meaning_and_the_presets(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     lines = capsys.readouterr().out.splitlines()
-    for section in fields(TrainConfig):
-        keys = " ".join(key.name for key in fields(section.default_factory)) if section.name != "name" else ""
-        assert f"  {section.name}: {keys}".rstrip(": ") in [line.rstrip() for line in lines]
+    keys = train_help_keys(lines)
+    defaults = OmegaConf.to_container(OmegaConf.structured(TrainConfig))
+    schema = [
+        f"{section}.{key}" if isinstance(value, dict) else section
+        for section, value in defaults.items()
+        for key in (value if isinstance(value, dict) else [None])
+    ]
+    assert list(keys) == schema  # every key, in the schema's order
+    assert all(meaning for _, meaning in keys.values())
+    base = tmp_path / "base.yaml"
+    base.write_text("name: balanced\n")
+    # each default as shown is what `key=value` takes, and gives the default
+    assert load_config([base], [f"{key}={default}" for key, (default, _) in keys.items()]) == load_config([base])
+    assert keys["model.lora_targets"][0] == "[q_proj, k_proj, v_proj, o_proj]" and keys["reward.reference"][0] == "null"
+    source = [line.strip() for line in (REPO / "codeplay_lightning" / "config.py").read_text().splitlines()]
+    comments = {  # the comments above a key, or at the end of its line, as config.py has them
+        "trainer.precision": (
+            "# Lightning precision, or auto: bf16-mixed where bfloat16 is native (AMX or AVX512-BF16 CPUs, where bf16",
+            "# autocast is 2.8x faster than fp32; GPUs from Ampere on), else 32-true (emulated bf16 is several times "
+            "slower)",
+        ),
+        "model.lora_targets": ("# adapted layers; not the output layer (lm_head), which PPO scoring applies itself",),
+        "ppo.kl_coef": (
+            "kl_coef: float = 0.0  # per-token KL penalty to the frozen reference; 0 skips the reference forward",
+        ),
+    }
+    for key, lines_of_source in comments.items():
+        assert all(line in source for line in lines_of_source)
+        assert keys[key][1] == " ".join(line.split("# ", 1)[1] for line in lines_of_source)
     presets = next(line for line in lines if line.startswith("presets (configs/): ")).split(": ")[1].split()
     assert presets == sorted(path.stem for path in CONFIGS.glob("*.yaml"))
+
+
+SCHEMA = """
+@dataclass
+class Part:
+    \"\"\"A docstring.\"\"\"
+
+    # two lines
+    # above
+    first: int = 1  # and one after
+    second: str = "x"  # only after
+
+    # a comment of the class: a blank line parts it from the field
+
+    third: list[int] = field(
+        default_factory=list
+    )  # after a field of several lines
+    fourth: bool = True
+    # above, and nothing after
+    fifth: float | None = None
+
+    def method(self) -> None:
+        value: int = 2  # not a field
+"""
+
+
+def test_schema_comments_are_the_lines_above_a_field_then_the_end_of_its_line():
+    assert schema_comments(SCHEMA) == {
+        "Part": {
+            "first": "two lines above and one after",
+            "second": "only after",
+            "third": "after a field of several lines",
+            "fourth": "",
+            "fifth": "above, and nothing after",
+        }
+    }
 
 
 def test_print_config_is_the_merged_config_and_loads_back_as_it(tmp_path, capsys):
@@ -71,7 +150,7 @@ def test_print_config_is_the_merged_config_and_loads_back_as_it(tmp_path, capsys
     assert main(["train", *argv, "--print-config"]) == 0
     printed = tmp_path / "printed.yaml"
     printed.write_text(capsys.readouterr().out)
-    assert load_config([printed]) == load_config(argv[:1], argv[1:])
+    assert load_config([printed]) == named_by_changes(load_config(argv[:1], argv[1:]), argv[1:])
     assert load_config([printed]).ppo.lr == 2e-6
 
 
