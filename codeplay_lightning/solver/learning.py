@@ -90,18 +90,20 @@ def verified_pairs(results: Sequence[PuzzleResult]) -> list[Puzzle]:
 
 
 def plain_solution(g: str) -> bool:
-    """Whether `g` is plain Python over the pure modules of `PLAIN_MODULES`: it imports nothing else, calls none of
-    `UNPLAIN_CALLS`, names no private or dunder attribute (not even as a string) and no attribute that leads into
-    frames or code, and reaches no module through another's attributes (`typing.sys`). The judge passes g only if f
-    accepts its answer, but g runs in a process of its own and can forge that process's reply (written to its file
-    descriptor, then `os._exit`): the answer is then right, but g does not return it in plain Python, and cloning
-    it would teach the Solver the sandbox's protocol. A forgery needs `os`, `open` or introspection; P3's solutions
-    need none of them."""
+    """Whether `g` is provably plain Python over the pure modules of `PLAIN_MODULES`; anything it cannot prove plain
+    is refused. It imports nothing else, calls none of `UNPLAIN_CALLS`, names no private or dunder attribute (not
+    even as a string) and no attribute that leads into frames or code, and uses a module only as `module.name` for a
+    public name that is no module: a module is never rebound, stored, passed or returned (`t = typing; t.sys` and
+    `typing.sys` are both refused). The judge passes g only if f accepts its answer, but g runs in a process of its
+    own and can forge that process's reply (written to its file descriptor, then `os._exit`): the answer is then
+    right, but g does not return it in plain Python, and cloning it would teach the Solver the sandbox's protocol.
+    A forgery needs `os`, `open` or introspection; P3's solutions need none of them."""
     try:
         tree = ast.parse(g)
     except SyntaxError:
         return False
     modules = {}  # the names g binds to modules, and the modules
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -116,14 +118,19 @@ def plain_solution(g: str) -> bool:
                 return False
         elif isinstance(node, ast.Name) and node.id in UNPLAIN_CALLS:
             return False
-        elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("_") or node.attr.startswith(INTROSPECTION_PREFIXES):
-                return False
-            on_module = isinstance(node.value, ast.Name) and node.value.id in modules
-            if on_module and not _public_value(modules[node.value.id], node.attr):
-                return False
+        elif isinstance(node, ast.Attribute) and (
+            node.attr.startswith("_") or node.attr.startswith(INTROSPECTION_PREFIXES)
+        ):
+            return False
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"__\w+__", node.value):
             return False
+    for node in ast.walk(tree):  # (the imports bound every module name first: an import may follow its use)
+        if isinstance(node, ast.Name) and node.id in modules:
+            used = parents.get(node)
+            if not (isinstance(used, ast.Attribute) and used.value is node and isinstance(node.ctx, ast.Load)):
+                return False  # the module itself is handled, not one of its values
+            if not _public_value(modules[node.id], used.attr):
+                return False
     return True
 
 

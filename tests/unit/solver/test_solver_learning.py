@@ -499,6 +499,12 @@ def test_a_puzzle_every_attempt_passed_gives_no_bc_pair(sandbox):
         ("from typing import sys\ndef g():\n    return 7", False),  # a module imported from a module
         ("import collections\ndef g():\n    return collections.Counter('aab')['a'] + 5", True),
         ("from collections.abc import Sequence\ndef g():\n    return 7 if isinstance([], Sequence) else 0", True),
+        # a module held under another name, passed, returned or kept: never provably plain
+        ("import typing\ndef g():\n    t = typing\n    t.sys.modules['os'].write(4, b'')\n    return 7", False),
+        ("import typing\ndef g():\n    return (lambda m: m.sys)(typing) and 7", False),
+        ("import typing\ndef g():\n    return [typing][0].sys and 7", False),
+        ("import math\ndef g():\n    math = 7\n    return math", False),
+        ("import math\ndef g():\n    return int(math.sqrt(49))", True),
     ],
 )
 def test_plain_solutions_by_hand(g, plain):
