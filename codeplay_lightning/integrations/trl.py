@@ -34,7 +34,7 @@ class _SandboxedReward:
     """A reward that owns a sandbox of `workers` wardens, `timeout` seconds per program, fully isolated unless
     `allow_partial_isolation`."""
 
-    def __init__(self, workers: int, timeout: float, allow_partial_isolation: bool) -> None:
+    def __init__(self, workers: int = 2, timeout: float = 1.0, allow_partial_isolation: bool = False) -> None:
         self.sandbox = Sandbox(workers=workers, timeout=timeout, require_isolation=not allow_partial_isolation)
         try:
             _ = self.sandbox.isolation  # starts every warden: less than full isolation is refused here
@@ -68,9 +68,6 @@ class P3Reward(_SandboxedReward):
     ...     reward(["def g():"] * 2, ["\n    return 7\nassert f(g())", "\n    return 8\n"], puzzle=[seven] * 2)
     [1.0, 0.0]
     """
-
-    def __init__(self, workers: int = 2, timeout: float = 1.0, allow_partial_isolation: bool = False) -> None:
-        super().__init__(workers, timeout, allow_partial_isolation)
 
     def __call__(self, prompts: Sequence, completions: Sequence, **columns) -> list[float | None]:
         texts = _texts(completions, "P3Reward")
@@ -113,11 +110,11 @@ class SetterReward(_SandboxedReward):
         total_reward(0.0, 0.0, w_difficulty, w_novelty, combine)  # refuses a weighted product or another combine now
         self.reward = RewardConfig(w_difficulty=w_difficulty, w_novelty=w_novelty, combine=combine)
         solver_config = SolverConfig(attempts=attempts)
-        super().__init__(workers, timeout, allow_partial_isolation)
-        self.solver = FewShotSolver(solver_llm, self.sandbox, fewshot_puzzles()[: RolloutConfig.fewshot], solver_config)
         self.embedder = load_embedder(self.reward.embedder)
         self.archive = NoveltyArchive(self.embedder.get_embedding_dimension())
         self.reference_distance = reference_mean_distance(embed(self.embedder, [p.f for p in reference_puzzles()]))
+        super().__init__(workers, timeout, allow_partial_isolation)  # the sandbox last: nothing after it can fail
+        self.solver = FewShotSolver(solver_llm, self.sandbox, fewshot_puzzles()[: RolloutConfig.fewshot], solver_config)
 
     def __call__(self, prompts: Sequence, completions: Sequence, **columns) -> list[float]:
         texts = [_cut(text, SETTER_STOP).lstrip("\n") for text in _texts(completions, "SetterReward")]
