@@ -42,6 +42,7 @@ from .programs import ProgramError, compile_source
 from .protocol import (
     DETAIL_CHARS,
     ROLE_STATUSES,
+    SLEEPING_SHARE,
     ApplyRequest,
     FrameReader,
     ReadyReply,
@@ -51,6 +52,7 @@ from .protocol import (
     frame_limit,
     pack,
     read_frame,
+    sleeper_guard,
     wall_guard,
     write_all,
 )
@@ -99,8 +101,8 @@ class Deadline(Exception):
 
 class Clock:
     """A program's time. With a cgroup that counts CPU, the CPU seconds of all its processes (a program running
-    beside a busy one takes as long by this clock as alone), under a wall-clock guard (`wall_guard`: a program
-    that sleeps uses no CPU); without one, the wall's."""
+    beside a busy one takes as long by this clock as alone), under wall-clock guards: `sleeper_guard` for one that
+    mostly sleeps (it uses no CPU), `wall_guard` for any; without one, the wall's."""
 
     def __init__(self, limit: float, cpu_fd: int | None):
         self.limit, self.cpu_fd = limit, cpu_fd
@@ -114,7 +116,14 @@ class Clock:
         return cpu_seconds(self.cpu_fd) - self.cpu_started
 
     def expired(self) -> bool:
-        return time.monotonic() > self.guard or self.seconds() > self.limit
+        return time.monotonic() > self.guard or self.seconds() > self.limit or self.sleeping()
+
+    def sleeping(self) -> bool:
+        """Past `sleeper_guard`, having used under SLEEPING_SHARE of a core since it started."""
+        if self.cpu_fd is None:
+            return False
+        elapsed = time.monotonic() - self.started
+        return elapsed > sleeper_guard(self.limit) and self.seconds() < SLEEPING_SHARE * elapsed
 
     def until_next_look(self) -> float:
         remaining = self.guard - time.monotonic()
@@ -134,8 +143,12 @@ class Clock:
 
     def overrun(self, name: str) -> str:
         """Why `name` was stopped."""
-        if self.cpu_fd is not None and time.monotonic() > self.guard:
-            return f"{name} still ran after {self.guard - self.started:g} s of wall time (the limit: {self.limit:g} s)"
+        if self.cpu_fd is not None and (time.monotonic() > self.guard or self.sleeping()):
+            elapsed = time.monotonic() - self.started
+            return (
+                f"{name} still ran after {elapsed:.1f} s of wall time, {self.seconds():.2f} s of it on a core (the "
+                f"limit: {self.limit:g} s of CPU)"
+            )
         kind = " of CPU time" if self.cpu_fd is not None else ""
         return f"{name} ran past the {self.limit:g} s limit{kind}"
 
@@ -278,7 +291,8 @@ class Warden:
             )
             limits = f"rlimits only: {memory} MiB per process, {processes}"
         clock = (
-            f"the clock: CPU time, under a {wall_guard(self.timeout):g} s wall-clock guard"
+            f"the clock: CPU time, under a {wall_guard(self.timeout):g} s wall-clock guard "
+            f"({sleeper_guard(self.timeout):g} s for a program that mostly sleeps)"
             if self.cpu_fd is not None
             else "the clock: wall time (a program beside a busy one can time out)"
         )

@@ -14,7 +14,7 @@ from sandbox_support import (
     wrong,
 )
 
-from codeplay_lightning.execution.warden.protocol import wall_guard
+from codeplay_lightning.execution.warden.protocol import sleeper_guard
 
 # ---------------------------------------------------------------- infinite loops
 
@@ -56,11 +56,11 @@ def test_infinite_loops_time_out(fast, hostile):
     ids=["sleep", "waits_for_an_event", "blocks_on_a_pipe"],
 )
 def test_a_program_that_waits_forever_times_out_at_the_wall_guard(fast, g):
-    """A program that uses no CPU meets the wall-clock guard (where the clock is CPU time) or the limit itself."""
+    """A program that uses no CPU meets the sleepers' wall-clock guard (where the clock is CPU time) or the limit."""
     started = time.monotonic()
     (verdict,) = contained(fast, wrong(g))
     assert verdict.status == "timeout", verdict
-    assert time.monotonic() - started < wall_guard(FAST) + 3.0
+    assert time.monotonic() - started < sleeper_guard(FAST) + 3.0
 
 
 # ---------------------------------------------------------------- memory, recursion, crashes
@@ -139,3 +139,25 @@ def test_exits_are_errors(sandbox, g, fragment):
     (verdict,) = contained(sandbox, program("def f(x):\n    return True", g))  # f would pass anything
     assert verdict.status == "error", verdict
     assert fragment in verdict.detail
+
+
+def test_a_program_kept_from_a_core_by_load_keeps_its_verdict_and_a_sleeper_does_not_wait_long(monkeypatch):
+    """The warden's clock, on a fake wall and a fake cgroup: a program that computes at a third of a core (a loaded
+    machine) runs on past the sleepers' guard until its CPU limit; one at a tenth of a core is a sleeper there."""
+    from codeplay_lightning.execution.warden import main as warden
+
+    now, cpu = [0.0], [0.0]
+    monkeypatch.setattr(warden.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(warden, "cpu_seconds", lambda fd: cpu[0])
+
+    def run(core_share: float) -> float:
+        now[0] = cpu[0] = 0.0
+        clock = warden.Clock(1.0, cpu_fd=3)
+        while not clock.expired():
+            now[0] += 0.01
+            cpu[0] += 0.01 * core_share
+        return now[0]
+
+    assert run(1 / 3) == pytest.approx(3.0, abs=0.02) and cpu[0] == pytest.approx(1.0, abs=0.01)  # its CPU limit
+    assert run(0.1) == pytest.approx(sleeper_guard(1.0), abs=0.02)  # mostly sleeping
+    assert run(0.0) == pytest.approx(sleeper_guard(1.0), abs=0.02)
