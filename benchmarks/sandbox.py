@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from codeplay_lightning.execution import Program, Sandbox
-from codeplay_lightning.execution.sandbox import usable_cores
+from codeplay_lightning.execution.api import usable_cores
 from codeplay_lightning.execution.warden.answers import answer_type_of
 from codeplay_lightning.execution.warden.programs import judge_answer, run_g
 from codeplay_lightning.puzzles import bundled_puzzles

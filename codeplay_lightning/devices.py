@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from codeplay_lightning.config import ConfigError, TrainerConfig
-from codeplay_lightning.execution.sandbox import usable_cores
+from codeplay_lightning.execution.api import usable_cores
 
 
 def native_bf16(device: torch.device | str) -> bool:

@@ -42,7 +42,7 @@ from transformers import PreTrainedTokenizerBase
 
 from benchmarks.gpu.offline import REPO, SHAPES, TOKENIZER_DIR, load_tokenizer, pin_eos, random_model, write_embedder
 from benchmarks.sandbox import bare_forks_per_second, benchmark_programs
-from codeplay_lightning.execution.sandbox import usable_cores
+from codeplay_lightning.execution.api import usable_cores
 
 CONFIGS = [REPO / "configs" / "balanced.yaml", REPO / "configs" / "paper.yaml"]
 NEO, SMOL = "gpt-neo-125m", "smollm2-135m"

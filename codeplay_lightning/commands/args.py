@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeplay_lightning.config import SandboxConfig
-from codeplay_lightning.execution.sandbox import checked_timeout, checked_workers, usable_cores
+from codeplay_lightning.execution.api import checked_timeout, checked_workers, usable_cores
 from codeplay_lightning.search.driver import METHODS
 
 if TYPE_CHECKING:

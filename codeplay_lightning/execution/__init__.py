@@ -6,6 +6,7 @@
 No torch import on this path: the CLI's `verify` starts in well under a second.
 """
 
-from codeplay_lightning.execution.sandbox import JUDGE_ERROR, Call, IsolationError, Program, Sandbox, Verdict
+from codeplay_lightning.execution.api import JUDGE_ERROR, Call, IsolationError, Program, Verdict
+from codeplay_lightning.execution.sandbox import Sandbox
 
 __all__ = ["JUDGE_ERROR", "Call", "IsolationError", "Program", "Sandbox", "Verdict"]

@@ -22,7 +22,7 @@ from training_runs import CoinLLM, KilledAt, finished_iterations, load_checkpoin
 
 from codeplay_lightning.config import ConfigError, load_config
 from codeplay_lightning.devices import host_record
-from codeplay_lightning.execution.sandbox import usable_cores
+from codeplay_lightning.execution.api import usable_cores
 from codeplay_lightning.models import SamplingConfig
 from codeplay_lightning.rewards import difficulty_reward
 from codeplay_lightning.setter import SetterPPOModule

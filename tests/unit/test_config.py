@@ -369,7 +369,7 @@ def test_auto_workers_share_the_nodes_cores_among_its_ranks(monkeypatch, workers
     ],
 )
 def test_usable_cores_are_the_affinity_within_the_cgroups_quota(tmp_path, monkeypatch, own, cpu_max, expected):
-    from codeplay_lightning.execution import sandbox
+    from codeplay_lightning.execution import api as sandbox
 
     (tmp_path / "self").write_text(own)
     (tmp_path / "box").mkdir()

@@ -10,7 +10,7 @@ import sysconfig
 import time
 
 TMP_SIZE = "64m"  # each program process's fresh /tmp
-_libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (
     0x00020000,
     0x08000000,
@@ -34,7 +34,7 @@ ROOT = "/tmp/root"  # where `build_root` makes the root, under a tmpfs that hide
 EPOCH_NS = 946_684_800 * 10**9  # 2000-01-01
 
 
-def _check(result: int, what: str) -> None:
+def check(result: int, what: str) -> None:
     if result != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
@@ -42,7 +42,7 @@ def _check(result: int, what: str) -> None:
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     encode = lambda text: None if text is None else text.encode()  # noqa: E731
-    _check(_libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)), f"mount {target}")
+    check(libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)), f"mount {target}")
 
 
 def _mount_tmp(target: str) -> None:
@@ -232,7 +232,7 @@ def fresh_tmp() -> None:
     """A new tmpfs over /tmp, for the next program process to work in (the zygote's, once the last one's processes
     are gone, on no program's clock): the old one and everything in it are freed here. A program never sees what
     another left in a /tmp, nor the inode numbers, times or free space it left them at."""
-    _check(_libc.umount2(b"/tmp", MNT_DETACH), "umount /tmp")
+    check(libc.umount2(b"/tmp", MNT_DETACH), "umount /tmp")
     _mount_tmp("/tmp")
     os.utime("/tmp", ns=(EPOCH_NS, EPOCH_NS))
 
@@ -240,9 +240,9 @@ def fresh_tmp() -> None:
 def drop_capabilities() -> None:
     """Every capability, for good: in a user namespace the warden's processes hold all of them there."""
     for capability in range(LAST_CAPABILITY + 1):
-        _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # EINVAL past the kernel's last one
+        libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # EINVAL past the kernel's last one
     header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    _check(_libc.capset(header, bytes(24)), "capset")
+    check(libc.capset(header, bytes(24)), "capset")
 
 
 # ---------------------------------------------------------------- cgroups
@@ -350,7 +350,7 @@ def cpu_seconds(fd: int) -> float:
     return int(text) / 1e9
 
 
-def _tasks_of(uid: int) -> int:
+def tasks_of(uid: int) -> int:
     """Threads that count against uid's RLIMIT_NPROC now, from the host's /proc."""
     count = 0
     for entry in os.listdir("/proc"):

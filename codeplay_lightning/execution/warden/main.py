@@ -19,9 +19,9 @@ import socket
 import sys
 import time
 import traceback
-from contextlib import contextmanager
 
 from .answers import ANSWER_BYTES, answer_type_of
+from .clock import Channel, Clock, Deadline, SupervisorGone, wait_for
 from .isolation import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -32,19 +32,16 @@ from .isolation import (
     ROOT,
     Cgroup,
     Removal,
-    _libc,
-    _tasks_of,
     build_root,
-    cpu_seconds,
+    libc,
     oom_kills,
+    tasks_of,
 )
 from .programs import ProgramError, compile_source
 from .protocol import (
     DETAIL_CHARS,
     ROLE_STATUSES,
-    SLEEPING_SHARE,
     ApplyRequest,
-    FrameReader,
     ReadyReply,
     ReturnedReply,
     RunRequest,
@@ -65,7 +62,6 @@ PROGRAM_PROCESSES = 32  # processes one program may have at once (itself include
 WARDEN_TASKS = 3
 ADDRESS_SPACE_STEP = 64 << 20
 TRASH_SLICE = 0.05  # seconds of deleting what programs left, between requests, without namespaces
-CPU_LOOK_SECONDS = 0.02  # how often a running program's CPU time is read
 # sources up to this many characters are compiled by the warden: at most ~50 ms and a few MiB whatever they hold
 # (measured: 16 KiB of f-string fields, the worst case found), and f compiles once for all of a puzzle's attempts;
 # longer ones are compiled in the program's own process, under its limits and clock
@@ -91,125 +87,6 @@ PRELOADED = (  # imported by the zygote's parent, so that every program process 
 )
 
 
-class SupervisorGone(Exception):
-    """The supervisor closed the request pipe: the warden exits, and its namespace with it."""
-
-
-class Deadline(Exception):
-    pass
-
-
-class Clock:
-    """A program's time. With a cgroup that counts CPU, the CPU seconds of all its processes (a program running
-    beside a busy one takes as long by this clock as alone), under wall-clock guards: `sleeper_guard` for one that
-    mostly sleeps (it uses no CPU), `wall_guard` for any; without one, the wall's."""
-
-    def __init__(self, limit: float, cpu_fd: int | None):
-        self.limit, self.cpu_fd = limit, cpu_fd
-        self.started = time.monotonic()
-        self.cpu_started = cpu_seconds(cpu_fd) if cpu_fd is not None else 0.0
-        self.guard = self.started + (wall_guard(limit) if cpu_fd is not None else limit)
-
-    def seconds(self) -> float:
-        if self.cpu_fd is None:
-            return time.monotonic() - self.started
-        return cpu_seconds(self.cpu_fd) - self.cpu_started
-
-    def expired(self) -> bool:
-        return time.monotonic() > self.guard or self.seconds() > self.limit or self.sleeping()
-
-    def sleeping(self) -> bool:
-        """Past `sleeper_guard`, having used under SLEEPING_SHARE of a core since it started."""
-        if self.cpu_fd is None:
-            return False
-        elapsed = time.monotonic() - self.started
-        return elapsed > sleeper_guard(self.limit) and self.seconds() < SLEEPING_SHARE * elapsed
-
-    def until_next_look(self) -> float:
-        remaining = self.guard - time.monotonic()
-        return min(remaining, CPU_LOOK_SECONDS) if self.cpu_fd is not None else remaining
-
-    @contextmanager
-    def paused(self):
-        """Time that is no program's (its processes being killed, its /tmp freed) left out of its clock."""
-        wall, cpu = time.monotonic(), cpu_seconds(self.cpu_fd) if self.cpu_fd is not None else 0.0
-        try:
-            yield
-        finally:
-            away = time.monotonic() - wall
-            self.started, self.guard = self.started + away, self.guard + away
-            if self.cpu_fd is not None:
-                self.cpu_started += cpu_seconds(self.cpu_fd) - cpu
-
-    def overrun(self, name: str) -> str:
-        """Why `name` was stopped."""
-        if self.cpu_fd is not None and (time.monotonic() > self.guard or self.sleeping()):
-            elapsed = time.monotonic() - self.started
-            return (
-                f"{name} still ran after {elapsed:.1f} s of wall time, {self.seconds():.2f} s of it on a core (the "
-                f"limit: {self.limit:g} s of CPU)"
-            )
-        kind = " of CPU time" if self.cpu_fd is not None else ""
-        return f"{name} ran past the {self.limit:g} s limit{kind}"
-
-
-def wait_for(fd: int, events: int, clock: Clock, supervisor_fd: int) -> None:
-    """Until `fd` is ready for `events`: Deadline once `clock` has expired, SupervisorGone as soon as the
-    supervisor's request pipe hangs up (the warden then stops at once)."""
-    poller = select.poll()
-    poller.register(fd, events)
-    poller.register(supervisor_fd, 0)  # only hang-ups are reported for events=0
-    while True:
-        if clock.expired():
-            raise Deadline
-        ready = poller.poll(max(clock.until_next_look(), 0) * 1000)
-        if any(ready_fd == supervisor_fd for ready_fd, _ in ready):
-            raise SupervisorGone
-        if ready:
-            return
-
-
-class Channel:
-    """Non-blocking reads and writes to one child, each bounded by its program's clock. While waiting, the
-    supervisor's request pipe is watched too: if the supervisor dies, the warden stops at once."""
-
-    def __init__(self, read_fd: int, write_fd: int, limit: int, supervisor_fd: int):
-        self.read_fd, self.write_fd, self.supervisor_fd = read_fd, write_fd, supervisor_fd
-        self.reader = FrameReader(limit)
-        for fd in (read_fd, write_fd):
-            os.set_blocking(fd, False)
-
-    def close(self) -> None:
-        for fd in (self.read_fd, self.write_fd):
-            os.close(fd)
-
-    def send(self, data: bytes, clock: Clock) -> bool:
-        """False when the child closed its end; Deadline when it stopped reading."""
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.write_fd, view) :]
-            except BlockingIOError:
-                wait_for(self.write_fd, select.POLLOUT, clock, self.supervisor_fd)
-            except BrokenPipeError:
-                return False
-        return True
-
-    def receive(self, clock: Clock) -> list[str] | None:
-        """The next frame; None at end of file; ValueError for a malformed or oversized frame."""
-        while True:
-            try:
-                chunk = os.read(self.read_fd, 1 << 16)
-            except BlockingIOError:
-                wait_for(self.read_fd, select.POLLIN, clock, self.supervisor_fd)
-                continue
-            if not chunk:
-                return None
-            frames = self.reader.feed(chunk)
-            if frames:
-                return frames[0]
-
-
 class Warden:
     def __init__(self, settings: dict, world: str, cgroup: Cgroup | None, workspace: str | None):
         self.request_fd, self.reply_fd = settings["request_fd"], settings["reply_fd"]
@@ -223,7 +100,7 @@ class Warden:
         elif world == "user":
             self.nproc = WARDEN_TASKS + PROGRAM_PROCESSES
         else:  # the uid's tasks machine-wide
-            self.nproc = _tasks_of(self.program_uid) + PROGRAM_PROCESSES
+            self.nproc = tasks_of(self.program_uid) + PROGRAM_PROCESSES
         self.cgroup_fds, self.oom_fd, self.cpu_fd = cgroup.open_files() if cgroup else ([], None, None)
         self.oom_count = oom_kills(self.oom_fd) if self.oom_fd is not None else 0
         # without namespaces, programs work in a directory of the host's, replaced when one left something in it
@@ -552,7 +429,7 @@ def enter_user_namespace() -> bool:
     uid, gid = os.getuid(), os.getgid()
 
     def enter() -> bool:
-        if _libc.unshare(flags) != 0:
+        if libc.unshare(flags) != 0:
             return False
         try:
             for file, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
@@ -573,13 +450,13 @@ def enter_user_namespace() -> bool:
 def main() -> None:
     settings = json.loads(sys.argv[1])
     request_fd, reply_fd = settings["request_fd"], settings["reply_fd"]
-    if os.geteuid() == 0 and _libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0:
+    if os.geteuid() == 0 and libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0:
         world = "root"
     else:
         world = "user" if enter_user_namespace() else "basic"
     # (once its uid map is written:) no process of the same uid reaches this one, the warden or the zygote (forked
     # from here) through /proc
-    _libc.prctl(PR_SET_DUMPABLE, 0)
+    libc.prctl(PR_SET_DUMPABLE, 0)
     # + 64 MiB and + 1 process: the zygote, which is in the cgroup too
     cgroup = (
         Cgroup.create((settings["memory_mb"] << 20) + (64 << 20), PROGRAM_PROCESSES + 1) if world == "root" else None

@@ -8,7 +8,7 @@ import ctypes
 import os
 import struct
 
-from .isolation import PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, _check, _libc
+from .isolation import PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, check, libc
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 SYSCALLS = {  # name: (x86_64, aarch64, why); None: the architecture has only the newer form (the *at call)
@@ -325,8 +325,8 @@ class Filter:
 
     def install(self) -> None:
         """On this process and every process it forks from now on."""
-        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-        _check(_libc.prctl(PR_SET_SECCOMP, 2, self.pointer, 0, 0), "seccomp")
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        check(libc.prctl(PR_SET_SECCOMP, 2, self.pointer, 0, 0), "seccomp")
 
 
 def install_seccomp(program: bytes) -> None:

@@ -10,7 +10,7 @@ import socket
 import sys
 import time
 
-from .isolation import CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, _check, _libc, drop_capabilities, fresh_tmp
+from .isolation import CLONE_NEWPID, PR_SET_CHILD_SUBREAPER, check, drop_capabilities, fresh_tmp, libc
 from .programs import CappedOutput, call_function, judge_answer, read_answer_type, run_g
 from .protocol import pack, read_frame, write_all
 from .seccomp import Filter, install_seccomp, program_filter, signal_filter, zygote_filter
@@ -46,7 +46,7 @@ class Zygote:
         self.output: CappedOutput | None = None
 
     def serve(self, commands: socket.socket) -> None:
-        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)  # without namespaces, orphans of program processes come here
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1)  # without namespaces, orphans of program processes come here
         for fd in self.cgroup_fds:  # every process it forks starts in the program's cgroup
             os.write(fd, b"0")
         main_filter = zygote_filter()
@@ -59,7 +59,7 @@ class Zygote:
         os.close(null)
         sys.setrecursionlimit(self.recursion_limit)
         sys.set_int_max_str_digits(0)  # P3 predates the limit; huge conversions meet the timeout instead
-        _libc.malloc_trim(0)  # fewer pages to copy at every fork
+        libc.malloc_trim(0)  # fewer pages to copy at every fork
         gc.freeze()  # program processes' collections leave these objects (and their pages) alone
         gc.enable()  # (off since the warden started: no collection has run, none is counted)
         main = None
@@ -79,8 +79,8 @@ class Zygote:
         reply_read, reply_write = os.pipe()
         if self.namespaced:  # the next child is PID 1 of a new pid namespace (its /tmp is fresh since `end`)
             # (all of it before the fork: what the zygote writes after one, its child has to copy first)
-            _check(_libc.setns(self.pid_namespace, CLONE_NEWPID), "setns pid namespace")
-            _check(_libc.unshare(CLONE_NEWPID), "unshare pid namespace")
+            check(libc.setns(self.pid_namespace, CLONE_NEWPID), "setns pid namespace")
+            check(libc.unshare(CLONE_NEWPID), "unshare pid namespace")
         gc.freeze()  # the count of new objects back to 0: every child starts with the same collector state
         pid = os.fork()
         if pid == 0:

@@ -144,7 +144,7 @@ def test_exits_are_errors(sandbox, g, fragment):
 def test_a_program_kept_from_a_core_by_load_keeps_its_verdict_and_a_sleeper_does_not_wait_long(monkeypatch):
     """The warden's clock, on a fake wall and a fake cgroup: a program that computes at a third of a core (a loaded
     machine) runs on past the sleepers' guard until its CPU limit; one at a tenth of a core is a sleeper there."""
-    from codeplay_lightning.execution.warden import main as warden
+    from codeplay_lightning.execution.warden import clock as warden
 
     now, cpu = [0.0], [0.0]
     monkeypatch.setattr(warden.time, "monotonic", lambda: now[0])
