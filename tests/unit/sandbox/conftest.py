@@ -13,7 +13,7 @@ from codeplay_lightning.execution import Sandbox
 
 
 @pytest.fixture(scope="module")
-def sandbox():
+def mixed():
     """Two workers: hostile programs share the pool with ordinary ones."""
     with Sandbox(workers=2, timeout=2.0) as box:
         yield box
@@ -35,11 +35,11 @@ def fast():
 
 
 @pytest.fixture(scope="module")
-def namespaced(sandbox):
-    """The module's `sandbox`, for tests of full isolation: skipped where it is not available (without root)."""
-    if not sandbox.isolation.startswith("namespaces"):
-        pytest.skip(f"needs full isolation (root); here: {sandbox.isolation}")
-    return sandbox
+def namespaced(mixed):
+    """The module's `mixed` sandbox, for tests of full isolation: skipped where it is not available (without root)."""
+    if not mixed.isolation.startswith("namespaces"):
+        pytest.skip(f"needs full isolation (root); here: {mixed.isolation}")
+    return mixed
 
 
 @pytest.fixture

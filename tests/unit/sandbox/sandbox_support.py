@@ -155,19 +155,19 @@ def assert_nothing_outlives(marker: str | None = None, grace: float = 2.0) -> No
     assert found == []
 
 
-def contained(sandbox: Sandbox, *hostile: Program, marker: str | None = None) -> list[Verdict]:
+def contained(box: Sandbox, *hostile: Program, marker: str | None = None) -> list[Verdict]:
     """Run `hostile`, each followed by the ordinary programs in the same batch, then the ordinary
     programs again in a later batch; check (a), (c) and (d). Returns the hostile programs' verdicts."""
     batch = []
     for prog in hostile:
         batch += [prog, *ORDINARY_PROGRAMS]
-    verdicts = sandbox.verify(batch)
+    verdicts = box.verify(batch)
     assert len(verdicts) == len(batch)
     step = 1 + len(ORDINARY)
     for start in range(0, len(batch), step):
         check_ordinary(verdicts[start + 1 : start + step])
     assert_nothing_outlives(marker)
-    check_ordinary(sandbox.verify(ORDINARY_PROGRAMS))
+    check_ordinary(box.verify(ORDINARY_PROGRAMS))
     return verdicts[::step]
 
 

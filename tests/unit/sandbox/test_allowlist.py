@@ -28,7 +28,7 @@ def _number(name: str) -> int:
     return {**SYSCALLS, **ABSENT, **REFUSED}[name][COLUMN]
 
 
-def test_every_syscall_off_the_list_is_refused(sandbox):
+def test_every_syscall_off_the_list_is_refused(mixed):
     """Every number up to 470 that a program may not make (Linux 6.18 ends at 467), and 1000: EPERM before the
     kernel sees it (the two of ABSENT: ENOSYS). The zygote's own needs are refused to a program too."""
     allowed = {numbers[COLUMN] for name, numbers in SYSCALLS.items() if name not in ZYGOTE_NEEDS}
@@ -48,7 +48,7 @@ def test_every_syscall_off_the_list_is_refused(sandbox):
                     wrong.append([number, result, ctypes.get_errno()])
             return wrong
         """)
-    (verdict,) = contained(sandbox, program("def f(x: List[List[int]]):\n    return x == []", g))
+    (verdict,) = contained(mixed, program("def f(x: List[List[int]]):\n    return x == []", g))
     assert verdict.status == "pass", verdict
 
 
@@ -101,14 +101,14 @@ def g():
 """
 
 
-def test_arguments_a_program_does_not_need_are_refused(sandbox):
+def test_arguments_a_program_does_not_need_are_refused(mixed):
     refused = ["clone_newuser", "clone_parent", "clone_pidfd", "io_setup", "mmap_hugetlb"]
     refused += ["ioctl_fionread", "pipe_size", "prlimit_of_another", "prlimit_set", "setrlimit"]
     expected = {name: EPERM for name in refused} | {"statx_mount_id": ENOSYS}
     expected |= {"getrlimit": 0, "stat": 0, "thread": 0, "isatty": 0, "set_inheritable": 0}
     numbers = tuple(_number(name) for name in ("clone", "statx", "io_setup", "mmap"))
     f = f"def f(x):\n    print(sorted(x.items()))\n    return x == {expected!r}"
-    (verdict,) = contained(sandbox, program(f, ARGUMENTS.format(numbers=numbers)))
+    (verdict,) = contained(mixed, program(f, ARGUMENTS.format(numbers=numbers)))
     assert verdict.status == "pass", verdict.output
 
 
@@ -144,14 +144,14 @@ def g():
 """
 
 
-def test_honest_programs_are_judged_as_before(sandbox, numpy_sandbox):
+def test_honest_programs_are_judged_as_before(mixed, numpy_sandbox):
     """The bundled puzzles' reference solutions pass; a program that uses threads, fork, files, shutil's copies, a
     timer, select as a sleep and the clocks passes; numpy's arithmetic, linear algebra and random numbers return as
     they do here."""
     solutions = [Program(p.f, g, p.ans_type, p.name) for p in bundled_puzzles() for g in p.solutions]
-    assert [v.status for v in sandbox.verify(solutions)] == ["pass"] * len(solutions)
+    assert [v.status for v in mixed.verify(solutions)] == ["pass"] * len(solutions)
     everyday = program("def f(x: List[int]):\n    return x == [1, 2, 3, 3, 7, 14]", EVERYDAY)
-    (verdict,) = sandbox.verify([everyday])
+    (verdict,) = mixed.verify([everyday])
     assert verdict.status == "pass", verdict
     numeric = textwrap.dedent("""
         import numpy as np

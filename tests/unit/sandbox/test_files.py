@@ -54,23 +54,23 @@ def snapshot(directory: Path) -> dict:
     }
 
 
-def attack_files(sandbox: Sandbox, directory: Path) -> None:
+def attack_files(mixed: Sandbox, directory: Path) -> None:
     victim = directory / "victim.txt"
     victim.write_text("precious\n")
     before = snapshot(directory)
     g = textwrap.dedent(ATTACKS).replace("VICTIM", repr(str(victim)))
-    (verdict,) = contained(sandbox, program("def f(done: List[str]) -> bool:\n    return done == []", g))
+    (verdict,) = contained(mixed, program("def f(done: List[str]) -> bool:\n    return done == []", g))
     assert verdict.status == "pass", verdict  # every attack failed
     assert snapshot(directory) == before
     assert victim.read_text() == "precious\n"
 
 
-def test_files_in_callers_tmp_path_are_untouched(sandbox, tmp_path):
+def test_files_in_callers_tmp_path_are_untouched(mixed, tmp_path):
     tmp_path.chmod(0o777)  # even world-writable
-    attack_files(sandbox, tmp_path)
+    attack_files(mixed, tmp_path)
 
 
-def test_files_in_root_owned_dirs_are_untouched(sandbox):
+def test_files_in_root_owned_dirs_are_untouched(mixed):
     build = REPO / "build"  # git-ignored; visible inside the sandbox, unlike /var/tmp
     created = not build.exists()
     build.mkdir(exist_ok=True)
@@ -79,7 +79,7 @@ def test_files_in_root_owned_dirs_are_untouched(sandbox):
             directory = Path(tempfile.mkdtemp(prefix="sandbox-victim-", dir=parent))
             directory.chmod(0o755)  # readable by the sandbox's uid, not writable
             try:
-                attack_files(sandbox, directory)
+                attack_files(mixed, directory)
             finally:
                 shutil.rmtree(directory)
     finally:

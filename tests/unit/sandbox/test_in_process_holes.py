@@ -111,7 +111,7 @@ def test_regex_cache_poisoning_does_not_leak(fresh):
     check_stdlib_probes(fresh, POISON_REGEX_CACHE)
 
 
-def check_stdlib_probes(sandbox: Sandbox, g: str) -> None:
+def check_stdlib_probes(mixed: Sandbox, g: str) -> None:
     probes = [
         (
             program(
@@ -135,7 +135,7 @@ def check_stdlib_probes(sandbox: Sandbox, g: str) -> None:
             "pass",
         ),
     ]
-    verdicts = sandbox.verify([wrong(g), *ORDINARY_PROGRAMS, *(prog for prog, _ in probes)])
+    verdicts = mixed.verify([wrong(g), *ORDINARY_PROGRAMS, *(prog for prog, _ in probes)])
     assert verdicts[0].status == "fail"
     check_ordinary(verdicts[1 : 1 + len(ORDINARY)])
     assert [v.status for v in verdicts[1 + len(ORDINARY) :]] == [status for _, status in probes]

@@ -37,7 +37,7 @@ from codeplay_lightning.execution.warden.seccomp import SYSCALLS
 
 
 @pytest.fixture(scope="module")
-def sandbox():
+def mixed():
     """One worker: every program runs right after the one before it, on the same warden. 10 s and 512 MiB:
     room for the scans of a whole process's memory and for two programs of 400 MiB (`namespaced` is it too)."""
     with Sandbox(workers=1, timeout=10.0, memory_mb=512) as box:
@@ -83,7 +83,7 @@ def found_anywhere():
 # ---------------------------------------------------------------- 1. fresh processes from a clean zygote
 
 
-def test_no_program_process_holds_an_earlier_program_answer_or_text(sandbox):
+def test_no_program_process_holds_an_earlier_program_answer_or_text(mixed):
     """A solve, then copiers on the same warden scanning frames, objects and all of their memory:
     they find neither the earlier answer nor the puzzle's text (f never reaches g's process)."""
     answer = secret()
@@ -92,12 +92,12 @@ def test_no_program_process_holds_an_earlier_program_answer_or_text(sandbox):
     judge_scan = SCAN + "\ndef f(x: str):\n    return x == 'clean' and found_anywhere() == []"
     solve = Program(puzzle, f"def g():\n    return {answer!r}")
     clean = Program(judge_scan, "def g():\n    return 'clean'")
-    verdicts = sandbox.verify([solve, Program(puzzle, copier), solve, clean, Program(puzzle, copier)])
+    verdicts = mixed.verify([solve, Program(puzzle, copier), solve, clean, Program(puzzle, copier)])
     assert [v.status for v in verdicts] == ["pass", "fail", "pass", "pass", "fail"], verdicts
     assert verdicts[1].answer == verdicts[4].answer == "'none'"
 
 
-def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(sandbox):
+def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(mixed):
     """f counts its calls everywhere it could keep a count: every attempt is still its first."""
     counting = textwrap.dedent("""
         import builtins, os, sys, typing
@@ -109,7 +109,7 @@ def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(sandbox):
             open("called", "w").close()
             return x == 1 and marks == [0, 0, 0, 0]
         """)
-    verdicts = sandbox.verify([Program(counting, "def g():\n    return 1")] * 5)
+    verdicts = mixed.verify([Program(counting, "def g():\n    return 1")] * 5)
     assert [v.status for v in verdicts] == ["pass"] * 5, verdicts
 
 
@@ -132,10 +132,10 @@ def test_a_judge_keeps_nothing_across_the_attempts_at_its_puzzle(sandbox):
     ],
     ids=["replaces_judge", "answering_thread", "late_forged_reply", "fork_in_default"],
 )
-def test_a_judge_cannot_reach_the_next_verdict(sandbox, f):
+def test_a_judge_cannot_reach_the_next_verdict(mixed, f):
     """Whatever f does to its own verdict (it decides it anyway: forging a pass is `return True`),
     every later verdict is right."""
-    contained(sandbox, *[Program(f, "def g():\n    return 1")] * 2)
+    contained(mixed, *[Program(f, "def g():\n    return 1")] * 2)
 
 
 # ---------------------------------------------------------------- 2. kernel state shared by a uid or a host
@@ -172,7 +172,7 @@ def _syscall_program(calls: list[tuple[str, list]]) -> str:
 
 
 @pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="the filter knows these two")
-def test_keyrings_ipc_and_introspection_are_denied(sandbox):
+def test_keyrings_ipc_and_introspection_are_denied(mixed):
     """Keyrings are shared by every process of a uid host-wide and outlive the run; SysV and POSIX
     IPC, ptrace and new namespaces would reach other programs too: each call fails with EPERM."""
     calls = [
@@ -189,11 +189,11 @@ def test_keyrings_ipc_and_introspection_are_denied(sandbox):
         ("perf_event_open", [0, 0, -1, -1, 0]),
     ]
     every_one_denied = f"def f(x: List[int]):\n    return x == [1] * {len(calls)}"  # 1: EPERM
-    (verdict,) = contained(sandbox, program(every_one_denied, _syscall_program(calls)))
+    (verdict,) = contained(mixed, program(every_one_denied, _syscall_program(calls)))
     assert verdict.status == "pass", verdict
 
 
-def test_no_program_makes_a_socket_pipe_or_memfd(sandbox):
+def test_no_program_makes_a_socket_pipe_or_memfd(mixed):
     """An abstract unix socket is shared by a network namespace, and pipes, sockets and memfds draw their inode
     numbers from counters of the whole machine: no program makes one (the two pipes it is given are its own)."""
     makers = {
@@ -205,7 +205,7 @@ def test_no_program_makes_a_socket_pipe_or_memfd(sandbox):
     for name, make in makers.items():
         g = f"import os, socket\ndef g():\n    try:\n        {make}\n    except PermissionError:\n"
         g += "        return 'denied'"
-        (verdict,) = sandbox.verify([program("def f(x: str):\n    return x == 'denied'", g)])
+        (verdict,) = mixed.verify([program("def f(x: str):\n    return x == 'denied'", g)])
         assert verdict.status == "pass", (name, verdict)
 
 
@@ -261,7 +261,7 @@ def test_an_oom_kill_is_charged_to_the_program_that_caused_it(namespaced):
     check_ordinary(verdicts[1:])
 
 
-def test_files_a_program_left_cost_the_next_program_nothing(sandbox):
+def test_files_a_program_left_cost_the_next_program_nothing(mixed):
     """80,000 directories and a chain 6,000 deep: the next program starts at once, its clock unaffected."""
     litter = textwrap.dedent("""
         import os
@@ -274,7 +274,7 @@ def test_files_a_program_left_cost_the_next_program_nothing(sandbox):
             return 0
         """)
     started = time.monotonic()
-    verdicts = sandbox.verify([wrong(litter), *ORDINARY_PROGRAMS])
+    verdicts = mixed.verify([wrong(litter), *ORDINARY_PROGRAMS])
     assert verdicts[0].status == "fail", verdicts[0]
     check_ordinary(verdicts[1:])
     assert max(v.seconds for v in verdicts[1:]) < 0.5, [v.seconds for v in verdicts]
@@ -289,10 +289,10 @@ def test_a_large_program_runs_right_after_another(namespaced):
     assert [v.status for v in verdicts] == ["pass", "pass"], verdicts
 
 
-def test_the_answer_cap_is_the_documented_one(sandbox):
+def test_the_answer_cap_is_the_documented_one(mixed):
     fits = f"def g():\n    return 'x' * {ANSWER_BYTES - 2}"  # JSON adds the two quotes
     too_big = f"def g():\n    return 'x' * {ANSWER_BYTES - 1}"
-    verdicts = sandbox.verify(
+    verdicts = mixed.verify(
         [
             program(f"def f(x: str):\n    return len(x) == {ANSWER_BYTES - 2}", fits),
             program("def f(x: str):\n    return True", too_big),
@@ -414,8 +414,8 @@ def test_removing_a_tree_deeper_than_any_stack_goes_on_where_it_stopped(tmp_path
     ],
     ids=["plus_500", "plus_100000", "list_1000_deep"],
 )
-def test_annotations_past_any_stack_are_verdicts(sandbox, annotation, status):
-    (verdict,) = contained(sandbox, Program(f"def f(x: {annotation}):\n    return True", "def g():\n    return 1"))
+def test_annotations_past_any_stack_are_verdicts(mixed, annotation, status):
+    (verdict,) = contained(mixed, Program(f"def f(x: {annotation}):\n    return True", "def g():\n    return 1"))
     assert verdict.status == status, verdict
 
 
@@ -432,13 +432,13 @@ def _peak_kib(pid: int) -> int:
     ],
     ids=["announced", "sent"],
 )
-def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
+def test_a_forged_runner_frame_is_refused_before_it_is_read(mixed, frame):
     g = f"import os, struct\nfrom warden.protocol import pack\ndef g():\n    os.write(4, {frame})\n    return 1"
-    (verdict,) = contained(sandbox, wrong(g))
+    (verdict,) = contained(mixed, wrong(g))
     assert verdict.status == "error" and "malformed frame" in verdict.detail, verdict
-    warden = sandbox._wardens[0].pid
-    if sandbox.isolation.startswith("namespaces"):  # the warden's pid, as the host sees it
-        warden = _descendants(sandbox._wardens[0].launcher.pid)[1]
+    warden = mixed._wardens[0].pid
+    if mixed.isolation.startswith("namespaces"):  # the warden's pid, as the host sees it
+        warden = _descendants(mixed._wardens[0].launcher.pid)[1]
     assert _peak_kib(warden) < 200 << 10
 
 
@@ -447,13 +447,13 @@ def test_a_forged_runner_frame_is_refused_before_it_is_read(sandbox, frame):
     [f"'\"' + 'x' * {ANSWER_BYTES} + '\"'", f"'\"' + '\u00e9' * {ANSWER_BYTES // 2 + 1} + '\"'"],
     ids=["ascii", "utf8_under_the_cap_in_characters"],
 )
-def test_a_forged_answer_past_the_cap_never_reaches_the_judge(sandbox, answer):
+def test_a_forged_answer_past_the_cap_never_reaches_the_judge(mixed, answer):
     """A frame small enough to be read (the frame limit leaves room for the reply's details) whose answer is over
     ANSWER_BYTES bytes (an answer leaves a runner as ASCII: at 2 bytes a character, half as many characters are
     past the cap too): the warden refuses it before any judge sees it."""
     g = "import os\nfrom warden.protocol import pack\ndef g():\n"
     g += f"    os.write(4, pack('answer', {answer}, '', '', ''))\n    os._exit(0)"
-    (verdict,) = contained(sandbox, program("def f(x):\n    return True", g))
+    (verdict,) = contained(mixed, program("def f(x):\n    return True", g))
     assert verdict.status == "error" and "g's answer is not ASCII JSON, or over" in verdict.detail, verdict
 
 

@@ -31,10 +31,10 @@ SECRET_NAME = "CODEPLAY_TEST_API_KEY"
 SECRET_VALUE = f"sk-secret-{uuid.uuid4().hex}"
 
 
-def test_isolation_is_reported(sandbox):
-    assert sandbox.isolation.startswith(("namespaces", "basic"))
+def test_isolation_is_reported(mixed):
+    assert mixed.isolation.startswith(("namespaces", "basic"))
     if os.geteuid() == 0:
-        assert sandbox.isolation.startswith("namespaces")
+        assert mixed.isolation.startswith("namespaces")
 
 
 # ---------------------------------------------------------------- environment, determinism
@@ -69,7 +69,7 @@ def test_environment_secrets_are_invisible(monkeypatch):
         assert verdict.status == "pass", verdict
 
 
-def test_determinism(sandbox):
+def test_determinism(mixed):
     expected = random.Random(0).random()
     draw = program(
         f"def f(x: float):\n    return x == {expected!r}", "import random\ndef g():\n    return random.random()"
@@ -77,19 +77,19 @@ def test_determinism(sandbox):
     reseed = program(
         "def f(x):\n    return True", "import random\ndef g():\n    random.seed(99)\n    random.random()\n    return 1"
     )
-    verdicts = sandbox.verify([draw, reseed, draw, reseed, draw, draw])
+    verdicts = mixed.verify([draw, reseed, draw, reseed, draw, draw])
     assert [v.status for v in verdicts] == ["pass"] * 6, verdicts
-    (again,) = sandbox.verify([draw])
+    (again,) = mixed.verify([draw])
     assert again.status == "pass"
     hashed = program("def f(x: int):\n    return x", "def g():\n    return hash('codeplay') or 1")
-    first, second = sandbox.verify([hashed, hashed])
-    (third,) = sandbox.verify([hashed])
+    first, second = mixed.verify([hashed, hashed])
+    (third,) = mixed.verify([hashed])
     assert first.status == "fail" and first.detail.startswith("f returned ")  # f returned the hash
     assert first.detail == second.detail == third.detail
 
 
-def test_working_directory_exists_and_is_empty(sandbox):
-    verdicts = sandbox.verify(
+def test_working_directory_exists_and_is_empty(mixed):
+    verdicts = mixed.verify(
         [
             program(
                 "def f(x: List[bool]):\n    return x == [True, True, True]",
@@ -150,8 +150,8 @@ def test_queued_work_is_not_lost(fast):
     check_ordinary(fast.verify(ORDINARY_PROGRAMS))
 
 
-def test_empty_batch(sandbox):
-    assert sandbox.verify([]) == []
+def test_empty_batch(mixed):
+    assert mixed.verify([]) == []
 
 
 def test_a_closed_sandbox_leaves_nothing_behind():

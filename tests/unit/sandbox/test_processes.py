@@ -26,8 +26,8 @@ from sandbox_support import (
     ],
     ids=["parent", "process_group", "pid_0", "itself", "stops_itself", "parent_group_sigterm"],
 )
-def test_kills(sandbox, g):
-    (verdict,) = contained(sandbox, wrong(g))
+def test_kills(mixed, g):
+    (verdict,) = contained(mixed, wrong(g))
     assert verdict.status in ("fail", "error", "timeout"), verdict
 
 
@@ -56,10 +56,10 @@ def test_kill_everything_and_pass(namespaced):
 # ---------------------------------------------------------------- processes outliving the program
 
 
-def test_no_program_starts_another_program(sandbox):
+def test_no_program_starts_another_program(mixed):
     """The root holds no executable and a program makes no pipe: subprocess fails, and leaves nothing."""
     (verdict,) = contained(
-        sandbox,
+        mixed,
         program(
             "def f(x):\n    return x == 4",
             """
@@ -73,9 +73,9 @@ def test_no_program_starts_another_program(sandbox):
     assert verdict.status == "error" and "Operation not permitted" in verdict.detail, verdict
 
 
-def test_double_fork_daemon_does_not_outlive_the_program(sandbox):
+def test_double_fork_daemon_does_not_outlive_the_program(mixed):
     (verdict,) = contained(
-        sandbox,
+        mixed,
         wrong("""
         import os, time
         def g():
@@ -95,20 +95,20 @@ def test_double_fork_daemon_does_not_outlive_the_program(sandbox):
     assert verdict.status == "fail", verdict
 
 
-def test_fork_that_keeps_running_the_worker(sandbox):
+def test_fork_that_keeps_running_the_worker(mixed):
     """The child returns from g too: two processes then compute and report the same verdict."""
-    (verdict,) = contained(sandbox, wrong("import os\ndef g():\n    os.fork()\n    return 4"))
+    (verdict,) = contained(mixed, wrong("import os\ndef g():\n    os.fork()\n    return 4"))
     assert verdict.status in ("fail", "error"), verdict
     (verdict,) = contained(
-        sandbox, program("def f(x):\n    return x == 4", "import os\ndef g():\n    os.fork()\n    return 4")
+        mixed, program("def f(x):\n    return x == 4", "import os\ndef g():\n    os.fork()\n    return 4")
     )
     assert verdict.status in ("pass", "error"), verdict
 
 
-def test_many_processes(sandbox):
+def test_many_processes(mixed):
     mark = marker()
     (verdict,) = contained(
-        sandbox,
+        mixed,
         wrong(f"""
         import subprocess
         def g():

@@ -32,8 +32,8 @@ FRAME = struct.pack(">I", 40) + json.dumps({"id": "0" * 16, "status": "pass"}).l
     ],
     ids=["print_50mb", "stderr_50mb", "os_write_1", "os_write_2", "real_stdout", "one_huge_print"],
 )
-def test_flooding_output(sandbox, g):
-    (verdict,) = contained(sandbox, wrong(g))
+def test_flooding_output(mixed, g):
+    (verdict,) = contained(mixed, wrong(g))
     assert verdict.status == "fail", verdict
     assert len(verdict.output) <= 4096 + 100
     if "print" in g or "stderr" in g:
@@ -52,8 +52,8 @@ def test_flooding_output(sandbox, g):
     ],
     ids=["json_line", "framed_print", "framed_os_write", "framed_real_stdout"],
 )
-def test_fake_protocol_messages_on_output(sandbox, g):
-    (verdict,) = contained(sandbox, wrong(g))
+def test_fake_protocol_messages_on_output(mixed, g):
+    (verdict,) = contained(mixed, wrong(g))
     assert verdict.status == "fail", verdict
 
 

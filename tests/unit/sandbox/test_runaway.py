@@ -82,8 +82,8 @@ def test_memory_exhaustion(solo, hostile):
     assert verdict.status == "memory", verdict
 
 
-def test_deep_recursion_is_an_error(sandbox):
-    (verdict,) = contained(sandbox, wrong("def g():\n    def down(n):\n        return down(n + 1)\n    return down(0)"))
+def test_deep_recursion_is_an_error(mixed):
+    (verdict,) = contained(mixed, wrong("def g():\n    def down(n):\n        return down(n + 1)\n    return down(0)"))
     assert verdict.status == "error"
     assert "RecursionError" in verdict.detail
 
@@ -110,8 +110,8 @@ def test_deep_recursion_is_an_error(sandbox):
     ],
     ids=["null_pointer", "c_stack_overflow", "abort", "raise_sigbus"],
 )
-def test_crashes(sandbox, hostile, signal_name):
-    (verdict,) = contained(sandbox, hostile)
+def test_crashes(mixed, hostile, signal_name):
+    (verdict,) = contained(mixed, hostile)
     assert verdict.status != "pass"
     assert verdict.status in (("error", "timeout") if signal_name else ("error", "timeout", "fail")), verdict
     if signal_name and verdict.status == "error":
@@ -135,8 +135,8 @@ def test_crashes(sandbox, hostile, signal_name):
         ("import os\ndef g():\n    os._exit(1)", "exit code 1"),
     ],
 )
-def test_exits_are_errors(sandbox, g, fragment):
-    (verdict,) = contained(sandbox, program("def f(x):\n    return True", g))  # f would pass anything
+def test_exits_are_errors(mixed, g, fragment):
+    (verdict,) = contained(mixed, program("def f(x):\n    return True", g))  # f would pass anything
     assert verdict.status == "error", verdict
     assert fragment in verdict.detail
 

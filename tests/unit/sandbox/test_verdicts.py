@@ -19,20 +19,20 @@ from codeplay_lightning.execution import Program
 # ---------------------------------------------------------------- basics
 
 
-def test_ordinary_programs(sandbox):
-    check_ordinary(sandbox.verify(ORDINARY_PROGRAMS))
+def test_ordinary_programs(mixed):
+    check_ordinary(mixed.verify(ORDINARY_PROGRAMS))
     assert_nothing_outlives()
 
 
-def test_pass_is_the_only_passed_verdict(sandbox):
-    verdicts = sandbox.verify(ORDINARY_PROGRAMS)
+def test_pass_is_the_only_passed_verdict(mixed):
+    verdicts = mixed.verify(ORDINARY_PROGRAMS)
     assert [v.passed for v in verdicts] == [status == "pass" for _, status, _ in ORDINARY]
     assert all(v.status in ("pass", "fail", "error", "timeout", "memory", "syntax") for v in verdicts)
     assert all(0 <= v.seconds < 2.0 for v in verdicts)
 
 
-def test_fail_detail_shows_what_f_returned(sandbox):
-    verdicts = sandbox.verify(
+def test_fail_detail_shows_what_f_returned(mixed):
+    verdicts = mixed.verify(
         [
             program("def f(x: int):\n    return x + 1", "def g():\n    return 41"),
             program("def f(x: int):\n    return None", "def g():\n    return 1"),
@@ -47,8 +47,8 @@ def test_fail_detail_shows_what_f_returned(sandbox):
     assert "abcabc" in verdicts[2].detail
 
 
-def test_error_detail_has_type_message_and_program_line(sandbox):
-    (verdict,) = sandbox.verify(
+def test_error_detail_has_type_message_and_program_line(mixed):
+    (verdict,) = mixed.verify(
         [
             program(
                 "def f(x: int):\n    return True",
@@ -66,7 +66,7 @@ def test_error_detail_has_type_message_and_program_line(sandbox):
     assert len(verdict.detail.splitlines()) < 15  # short: no frames of the sandbox itself
     assert "warden" not in verdict.detail and "programs.py" not in verdict.detail
 
-    (verdict,) = sandbox.verify(
+    (verdict,) = mixed.verify(
         [
             program(
                 """
@@ -95,8 +95,8 @@ def test_error_detail_has_type_message_and_program_line(sandbox):
         ("x = 1", "def g():\n    return 1", "no function f"),
     ],
 )
-def test_syntax(sandbox, f, g, fragment):
-    (verdict,) = sandbox.verify([Program(f, g)])
+def test_syntax(mixed, f, g, fragment):
+    (verdict,) = mixed.verify([Program(f, g)])
     assert verdict.status == "syntax", verdict
     assert fragment in verdict.detail
 
@@ -147,8 +147,8 @@ def test_syntax(sandbox, f, g, fragment):
         ("def f(x):\n    return True", "def g():\n    x = []\n    x.append(x)\n    return x", None, "pass"),  # kept
     ],
 )
-def test_answer_types(sandbox, f, g, ans_type, status):
-    (verdict,) = sandbox.verify([Program(f, g, ans_type)])
+def test_answer_types(mixed, f, g, ans_type, status):
+    (verdict,) = mixed.verify([Program(f, g, ans_type)])
     assert verdict.status == status, verdict
     if status == "fail":
         assert "is not of type" in verdict.detail
@@ -165,14 +165,14 @@ def test_answer_types(sandbox, f, g, ans_type, status):
         ("def f(x):\n    return True", "List[List[complex]]", "complex"),
     ],
 )
-def test_unsupported_answer_type_is_an_error_naming_it(sandbox, f, ans_type, named):
-    (verdict,) = sandbox.verify([Program(f, "def g():\n    return 1", ans_type)])
+def test_unsupported_answer_type_is_an_error_naming_it(mixed, f, ans_type, named):
+    (verdict,) = mixed.verify([Program(f, "def g():\n    return 1", ans_type)])
     assert verdict.status == "error"
     assert "unsupported answer type" in verdict.detail and named in verdict.detail
 
 
-def test_output_is_captured(sandbox):
-    passing, failing, erring = sandbox.verify(
+def test_output_is_captured(mixed):
+    passing, failing, erring = mixed.verify(
         [
             program(
                 "def f(x: int):\n    print('f saw', x)\n    return x == 3",
@@ -190,7 +190,7 @@ def test_output_is_captured(sandbox):
     assert failing.status == "fail" and failing.output == "checking\n"
     assert erring.status == "error" and erring.output == "about to fail\n" and "ValueError: nope" in erring.detail
     # output does not leak into the next program
-    (quiet,) = sandbox.verify([ORDINARY_PROGRAMS[0]])
+    (quiet,) = mixed.verify([ORDINARY_PROGRAMS[0]])
     assert quiet.output == ""
 
 
@@ -241,8 +241,8 @@ def test_output_is_captured(sandbox):
         "f_returns_1.0",
     ],
 )
-def test_faked_equality_and_truthiness_fail(sandbox, f, g):
-    (verdict,) = contained(sandbox, program(f, g))
+def test_faked_equality_and_truthiness_fail(mixed, f, g):
+    (verdict,) = contained(mixed, program(f, g))
     assert verdict.status == "fail", verdict
 
 
@@ -259,13 +259,13 @@ def test_faked_equality_and_truthiness_fail(sandbox, f, g):
     ],
     ids=["unclosed_file", "unjoined_thread", "unawaited_coroutine", "warning"],
 )
-def test_untidy_correct_programs_pass(sandbox, g):
-    (verdict,) = sandbox.verify([program("def f(x: int):\n    return x == 5", g)])
+def test_untidy_correct_programs_pass(mixed, g):
+    (verdict,) = mixed.verify([program("def f(x: int):\n    return x == 5", g)])
     assert verdict.status == "pass", verdict
 
 
-def test_annotations_are_evaluated_as_in_p3(sandbox):
-    (verdict,) = sandbox.verify(
+def test_annotations_are_evaluated_as_in_p3(mixed):
+    (verdict,) = mixed.verify(
         [
             program(
                 "def f(x: int) -> bool:\n    return f.__annotations__['x'] is int and x == 1",
@@ -302,17 +302,17 @@ def test_annotations_are_evaluated_as_in_p3(sandbox):
     ],
     ids=["list_twice", "list_in_itself", "dict_twice", "int_lists_shared"],
 )
-def test_the_answer_keeps_its_lists_and_dicts_shared_as_in_p3(sandbox, f, g):
+def test_the_answer_keeps_its_lists_and_dicts_shared_as_in_p3(mixed, f, g):
     """P3's judge calls f on g's very object; here the answer travels as data between two processes, and which of
     its lists and dicts are one and the same travels with it."""
-    (verdict,) = sandbox.verify([program(f, g)])
+    (verdict,) = mixed.verify([program(f, g)])
     assert verdict.status == "pass", verdict
 
 
-def test_equal_immutable_values_are_not_one_object_as_they_may_be_in_p3(sandbox):
+def test_equal_immutable_values_are_not_one_object_as_they_may_be_in_p3(mixed):
     """The one difference from P3's judge (docs/sandbox.md): the identity of equal immutable values is not kept.
     Here g returns one large int object twice; P3's judge would pass f, which asks whether they are one object."""
-    (verdict,) = sandbox.verify(
+    (verdict,) = mixed.verify(
         [program("def f(x: List[int]):\n    return x[0] is x[1]", "def g():\n    big = 2**100\n    return [big, big]")]
     )
     assert verdict.status == "fail", verdict
@@ -342,9 +342,9 @@ def test_equal_immutable_values_are_not_one_object_as_they_may_be_in_p3(sandbox)
     ],
     ids=["int", "list_of_ints", "returned"],
 )
-def test_a_huge_int_is_judged_within_its_time_as_in_p3(sandbox, f, g, answer, detail):
+def test_a_huge_int_is_judged_within_its_time_as_in_p3(mixed, f, g, answer, detail):
     """P3 judges an answer of 10**600_000 in a fraction of a second: it travels as hex and is shown by its size
     (its decimal digits would take seconds to find)."""
-    (verdict,) = sandbox.verify([program(f, g)])
+    (verdict,) = mixed.verify([program(f, g)])
     assert verdict.status == ("fail" if detail else "pass") and verdict.answer == answer, verdict
     assert verdict.detail == detail and verdict.seconds < 1.0, verdict
