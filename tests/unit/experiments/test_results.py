@@ -5,6 +5,7 @@ table of docs/results/README.md quotes what those records give."""
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 from pathlib import Path
 
@@ -141,3 +142,33 @@ def test_the_selfplay_findings_table_quotes_what_the_records_give(monkeypatch):
     assert {label for label, *_ in rows} == {label for name, label in effect if name == "selfplay"}
     for label, *cells in rows:
         assert_quotes(cells, effect[("selfplay", label)])
+
+
+README_ROWS = {  # the README's results rows held to the records: the question, and the effects its numbers quote
+    "Do difficulty rewards make puzzles harder to solve?": ("docs/results/sweep/report.md", "solved of valid, it. 1+"),
+    "Do novelty rewards raise novelty?": ("docs/results/sweep/report.md", "mean R_n, same positions"),
+    "Does a learning Solver keep up (self-play)?": ("docs/results/selfplay-pair/report.md", None),
+}
+
+
+def shown_as(text: str, value: float) -> bool:
+    """Whether `text` ("+0.019", "−27") is `value` to the last digit it shows."""
+    shown = text.replace("−", "-")
+    return abs(float(shown) - value) <= 0.5 * 10 ** -len(shown.partition(".")[2]) + 1e-12
+
+
+def test_the_readme_results_rows_quote_what_the_records_give(monkeypatch):
+    """Every `mean ± SE` and every uncorrected `p = ...` in the README's sweep and self-play rows is an effect by run of
+    the committed records (a number that drifts from them fails here), to the digits it shows."""
+    monkeypatch.chdir(ROOT)
+    rows = {question: found for question, found, _ in markdown_table((ROOT / "README.md").read_text(), "question")}
+    for question, (report, statistic) in README_ROWS.items():
+        effects = [effect for (_, label), effect in effects_by_run(report).items() if statistic in (None, label)]
+        scaled = [(effect["summary"], 100 if effect["percent"] else 1) for effect in effects]
+        pairs = re.findall(r"([+−-]?\d+(?:\.\d+)?) ± (\d+(?:\.\d+)?)", rows[question])
+        assert len(pairs) >= 3, question
+        for mean, se in pairs:
+            assert any(shown_as(mean, s.mean * k) and shown_as(se, s.se * k) for s, k in scaled), (question, mean, se)
+        for p in re.findall(r"p = (0\.\d+)(?:–(0\.\d+))?", rows[question]):
+            for bound in filter(None, p):
+                assert any(shown_as(bound, s.p) for s, _ in scaled if s.p is not None), (question, bound)
