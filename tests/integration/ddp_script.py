@@ -181,7 +181,7 @@ class RecordRank(L.Callback):
                 "world_size": trainer.world_size,
                 "global_step": trainer.global_step,
                 "steps_per_iteration": ppo.ppo_epochs * ppo.n_minibatches,
-                "archive": rollout_of(trainer).archive.state_dict(),
+                "archive": rollout_of(trainer).novelty.archive.state_dict(),
                 "buffer_sizes": self.buffer_sizes,
                 "batch_sizes": self.batch_sizes,
                 "state_dict": {name: value.detach().clone() for name, value in pl_module.state_dict().items()},
