@@ -41,6 +41,7 @@ def main_with_stand_ins(run_root: str, ready: Path, overrides: list[str]) -> int
             "train",
             str(CONFIGS / "smoke.yaml"),
             f"trainer.run_root={run_root}",
+            "name=smoke",  # the folder the test watches, not one named by these overrides
             "trainer.iterations=3",
             "trainer.precision=32-true",
             "model.name=tiny-stream",
