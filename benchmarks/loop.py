@@ -57,7 +57,7 @@ def run_iteration(tree: Path, config: Path, runs: Path, overrides: tuple[str, ..
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise RuntimeError(f"the training iteration in {tree} failed (exit {child.returncode}):\n{stderr[-2000:]}")
-    (record_file,) = runs.glob("*/version_0/iterations.jsonl")
+    (record_file,) = runs.glob("**/version_0/iterations.jsonl")
     record = json.loads(record_file.read_text().splitlines()[-1])
     record["process_seconds"] = time.perf_counter() - started
     record["peak_rss_gib"] = usage.ru_maxrss / 2**20  # KiB on Linux
@@ -66,7 +66,7 @@ def run_iteration(tree: Path, config: Path, runs: Path, overrides: tuple[str, ..
 
 
 def record_puzzles(runs: Path) -> int:
-    (puzzles,) = runs.glob("*/version_0/puzzles.jsonl")
+    (puzzles,) = runs.glob("**/version_0/puzzles.jsonl")
     return len(puzzles.read_text().splitlines())
 
 
@@ -186,7 +186,7 @@ def bench_loop(config: str = "configs/balanced.yaml") -> dict:
         baseline = run_iteration(baseline_tree(scratch), config_path, baseline_runs, PREVIOUS_SCALE + precision)
         previous_scale = run_iteration(Path.cwd(), config_path, previous_runs, PREVIOUS_SCALE + precision)
         current = run_iteration(Path.cwd(), config_path, scratch / "current", precision)
-        (current_run,) = (scratch / "current").glob("*/version_0")
+        (current_run,) = (scratch / "current").glob("**/version_0")
         against_flops = iteration_over_flops(current, loaded, current_run)
     sampling = current["setter_sampling_seconds"] + current["solver_seconds"] - current["sandbox_seconds"]
     bare = bare_update_seconds(current["action_tokens"], current["puzzles"], config_path, against_flops["precision"])

@@ -25,7 +25,7 @@ def bench_selfplay(config: str = "configs/selfplay.yaml") -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         runs = Path(scratch)
         run_iteration(Path.cwd(), Path(config), runs, overrides)  # its iterations override the one iteration
-        (run_dir,) = runs.glob("*/version_0")
+        (run_dir,) = runs.glob("**/version_0")
         records = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
         (phase,) = [json.loads(line) for line in (run_dir / "solver.jsonl").read_text().splitlines()]
     return {"config": config, "rejudge_share": loaded.selfplay.rejudge_share, **selfplay_costs(records, phase)}
