@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -150,8 +151,8 @@ class SandboxConfig:
     # among the node's ranks, less one per rank on a GPU for the rank's own process (devices.judge_workers)
     workers: int | str = "auto"
     timeout: float = 1.0  # seconds per program, as P3's judge
-    # train where the sandbox isolates programs less than fully (not root, or no cgroup: docs/sandbox.md says what a
-    # program can then do); without it such a machine is refused in one line
+    # train where the sandbox isolates programs less than fully (no user namespaces: docs/sandbox.md says what a
+    # program can then do); without it such a machine is refused in one line, before any model loads
     allow_partial_isolation: bool = False
 
     def __post_init__(self) -> None:
@@ -233,8 +234,13 @@ class TrainerConfig:
     # autocast is 2.8x faster than fp32; GPUs from Ampere on), else 32-true (emulated bf16 is several times slower)
     precision: str = "auto"
     accelerator: str = "auto"  # Lightning's: auto | cpu | gpu
-    devices: int = 1  # processes (GPUs, or CPU processes with strategy ddp)
-    strategy: str = "auto"  # "ddp" for several devices / CPU processes
+    devices: int = 1  # processes per node (GPUs, or CPU processes with strategy ddp)
+    # machines, each running `devices` processes, launched by torchrun or SLURM's srun (docs/gpu.md); needs ddp
+    num_nodes: int = 1
+    strategy: str = "auto"  # "ddp" for several devices / CPU processes / nodes
+    # seconds a rank waits for the others in a collective (the puzzles' gather, the gradients' all-reduce) before
+    # the run stops with an error naming it: a lost or hung node ends the run in bounded time, resumable
+    collective_timeout: float = 1800.0
     seed: int = 0  # seeds everything: the same config and seed give the same puzzles
     # PPO's and BC's backward recompute each pack's forward instead of keeping its activations: a minibatch holds
     # one pack's at a time, for one more forward pass (docs/training.md, "Memory")
@@ -245,6 +251,15 @@ class TrainerConfig:
     loggers: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        _require(self.num_nodes >= 1, f"trainer.num_nodes must be at least 1, got {self.num_nodes}")
+        _require(
+            self.num_nodes == 1 or self.strategy == "ddp",
+            f"trainer.num_nodes={self.num_nodes} needs trainer.strategy=ddp (got {self.strategy})",
+        )
+        _require(
+            math.isfinite(self.collective_timeout) and self.collective_timeout > 0,
+            f"trainer.collective_timeout must be a positive number of seconds, got {self.collective_timeout}",
+        )
         for name in self.loggers:
             _require(name in LOGGERS, f"trainer.loggers: {name!r} is none of {', '.join(LOGGERS)}")
             package = LOGGERS[name]
@@ -268,10 +283,11 @@ class TrainConfig:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
     def __post_init__(self) -> None:
+        ranks = self.trainer.devices * self.trainer.num_nodes
         _require(
-            self.rollout.n_envs >= self.trainer.devices,
-            f"rollout.n_envs ({self.rollout.n_envs}) must be at least trainer.devices ({self.trainer.devices}): "
-            "the streams are shared among the devices, at least one each",
+            self.rollout.n_envs >= ranks,
+            f"rollout.n_envs ({self.rollout.n_envs}) must be at least trainer.devices × trainer.num_nodes ({ranks}): "
+            "the streams are shared among the ranks, at least one each",
         )
         _require(
             self.reward.difficulty == "codeplay" or self.solver.strategy == "few-shot",
@@ -307,7 +323,9 @@ NOT_IDENTITY = {
     "trainer.precision",  # and move between devices (a checkpoint written on a GPU resumes on the CPU)
     "trainer.accelerator",
     "trainer.devices",
+    "trainer.num_nodes",
     "trainer.strategy",
+    "trainer.collective_timeout",
     "trainer.run_root",
     "trainer.recompute_activations",  # the same gradients, kept or recomputed
     "trainer.loggers",

@@ -7,12 +7,14 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 
 from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
@@ -78,28 +80,30 @@ def train(
             "resuming %s at iteration %d of %d", Path(checkpoint).parents[1], finished + 1, config.trainer.iterations
         )
     L.seed_everything(config.trainer.seed, workers=True, verbose=False)
+    nodes = f" on each of {config.trainer.num_nodes} nodes" if config.trainer.num_nodes > 1 else ""
     log.info(
-        "training on %s, %d device(s), precision %s",
+        "training on %s, %d device(s)%s, precision %s",
         config.trainer.accelerator,
         config.trainer.devices,
+        nodes,
         config.trainer.precision,
     )
-    if policy is None:
-        policy, tokenizer = load_causal_lm(config.model.name)
-    log.info("policy: %s (%.1fM parameters)", config.model.name, sum(p.numel() for p in policy.parameters()) / 1e6)
-    policy, frozen, initial = _policy_frozen_initial(policy, config)
-    examples = fewshot_puzzles()[: config.rollout.fewshot]
-    embedder = load_embedder(config.reward.embedder)
-    reference, reference_distance = _reference_set(config, embedder)
-    logger = TensorBoardLogger(
-        config.trainer.run_root,
-        name=config.name,
-        version=run_version(checkpoint) if checkpoint else None,
-        default_hp_metric=False,
-    )
-    loggers = [logger, *(_other_logger(name, config, logger) for name in config.trainer.loggers)]
-    records = RunRecords(loggers)
-    with _sandbox(config) as sandbox:
+    with _sandbox(config) as sandbox:  # refused in one line before any model loads
+        if policy is None:
+            policy, tokenizer = load_causal_lm(config.model.name)
+        log.info("policy: %s (%.1fM parameters)", config.model.name, sum(p.numel() for p in policy.parameters()) / 1e6)
+        policy, frozen, initial = _policy_frozen_initial(policy, config)
+        examples = fewshot_puzzles()[: config.rollout.fewshot]
+        embedder = load_embedder(config.reward.embedder)
+        reference, reference_distance = _reference_set(config, embedder)
+        logger = TensorBoardLogger(
+            config.trainer.run_root,
+            name=config.name,
+            version=run_version(checkpoint) if checkpoint else None,
+            default_hp_metric=False,
+        )
+        loggers = [logger, *(_other_logger(name, config, logger) for name in config.trainer.loggers)]
+        records = RunRecords(loggers)
         generator = torch.Generator().manual_seed(config.trainer.seed)  # reseeded per rank by RolloutCallback.setup
         # with LoRA the initial Solver's model is the policy, which the rollout runs with its adapters off
         initial_llm, solver_model = _solver_llm(config, frozen if frozen is not None else policy, tokenizer, generator)
@@ -146,9 +150,33 @@ def train(
             written = f".resumed-{finished}" if checkpoint else ""
             (Path(logger.log_dir) / f"config{written}.yaml").write_text(to_yaml(config))
             (Path(logger.log_dir) / f"host{written}.json").write_text(json.dumps(host_record(), indent=1) + "\n")
-        trainer.fit(module, datamodule=BufferDataModule(ppo=config.ppo, seed=config.trainer.seed), ckpt_path=checkpoint)
+        try:
+            trainer.fit(
+                module, datamodule=BufferDataModule(ppo=config.ppo, seed=config.trainer.seed), ckpt_path=checkpoint
+            )
+        except Exception as error:
+            if trainer.world_size > 1 and peer_lost(error):
+                raise RankLost(
+                    f"rank {trainer.global_rank} of {trainer.world_size} lost another rank "
+                    f"({str(error).strip().splitlines()[0][:300]}): the run stops; its last finished iteration's "
+                    f"checkpoint stands: resume it on every node with --resume {Path(logger.log_dir)}"
+                ) from error
+            raise
     # rank 0's, on every rank: another rank's own logger, never written, counts the folder rank 0 made as taken
     return Path(trainer.log_dir)
+
+
+class RankLost(ConnectionError):
+    """A collective failed because another rank (a node, a process) died or stopped answering within
+    `trainer.collective_timeout`: one line that says so, in place of the backend's traceback."""
+
+
+# what a collective raises when a peer is gone: gloo's and NCCL's errors, and the timeouts of both and of the store
+PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "timed out", "Timed out", "NCCL", "timeout")
+
+
+def peer_lost(error: BaseException) -> bool:
+    return isinstance(error, torch.distributed.DistError) or any(mark in str(error) for mark in PEER_LOST)
 
 
 def _sandbox(config: TrainConfig) -> Sandbox:
@@ -194,7 +222,12 @@ def _trainer(config: TrainConfig, loggers: list[Logger], callbacks: Sequence[L.C
         precision=config.trainer.precision,
         accelerator=config.trainer.accelerator,
         devices=config.trainer.devices,
-        strategy=config.trainer.strategy,
+        num_nodes=config.trainer.num_nodes,
+        strategy=(
+            DDPStrategy(timeout=timedelta(seconds=config.trainer.collective_timeout))
+            if config.trainer.strategy == "ddp"
+            else config.trainer.strategy
+        ),
         logger=loggers,
         log_every_n_steps=1,
         num_sanity_val_steps=0,

@@ -4,7 +4,6 @@ picks there, the allocator and the sandbox's isolation."""
 from __future__ import annotations
 
 import argparse
-import ctypes.util
 import os
 import platform
 import sys
@@ -26,14 +25,16 @@ def report() -> list[tuple[str, str]]:
     import torch
 
     from codeplay_lightning.config import TrainerConfig
-    from codeplay_lightning.devices import cpu_model, native_bf16, package_versions, resolved_precision
+    from codeplay_lightning.devices import host_record, native_bf16, resolved_precision
 
-    rows = list(package_versions().items())
-    rows.append(("python", f"{platform.python_version()} ({sys.executable})"))
+    host = host_record()  # what a run's records say of the machine, and more
+    rows = list(host["packages"].items())
+    rows.append(("python", f"{host['python']} ({sys.executable})"))
+    rows.append(("commit", host["commit"] or "not a git checkout"))
     rows.append(("platform", platform.platform()))
     rows.append(("user", "root" if os.geteuid() == 0 else f"uid {os.geteuid()} (not root)"))
-    rows.append(("torch build", f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only"))
-    rows.append(("cpu", f"{cpu_model()}, {os.cpu_count()} cores, native bf16: {_yes(native_bf16('cpu'))}"))
+    rows.append(("torch build", host["torch_build"]))
+    rows.append(("cpu", f"{host['cpu']}, {host['cores']} cores, native bf16: {_yes(host['native_bf16'])}"))
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             major, minor = torch.cuda.get_device_capability(index)
@@ -48,7 +49,7 @@ def report() -> list[tuple[str, str]]:
     else:
         rows.append(("cuda", "no device"))
     rows.append(("trainer.precision=auto", resolved_precision(TrainerConfig())))
-    rows.append(("allocator", "jemalloc" if ctypes.util.find_library("jemalloc") else "glibc (libjemalloc2 missing)"))
+    rows.append(("allocator", "jemalloc" if host["allocator"] == "jemalloc" else "glibc (libjemalloc2 missing)"))
     rows.append(("sandbox", _isolation()))
     return rows
 

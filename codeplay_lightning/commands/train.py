@@ -113,7 +113,9 @@ def _resume(items: list[str], run_folder: Path) -> str:
         overrides = [item for item in items if "=" in item]
         words = ["make", "train", f"CONFIG={preset.stem}", *([f"ARGS={' '.join(overrides)}"] if overrides else [])]
         return shlex.join([*words, f"RESUME={run_folder}"])
-    return shlex.join([sys.argv[0] or "codeplay", "train", *items, "--resume", str(run_folder)])
+    # (`python -m codeplay_lightning.cli` puts the module's file in argv[0]: the line says it as typed)
+    program = [sys.executable, "-m", __package__.split(".")[0] + ".cli"] if sys.argv[0].endswith(".py") else []
+    return shlex.join([*(program or [sys.argv[0] or "codeplay"]), "train", *items, "--resume", str(run_folder)])
 
 
 def _keys_and_presets() -> str:

@@ -83,8 +83,8 @@ class Sandbox:
     """A pool of sandbox wardens. Use as a context manager, or call `close()`.
 
     Every warden reports how well it isolates programs; one that isolates less than the first
-    (`isolation`) or less than fully (namespaces, cgroup and seccomp, which need root) gets a
-    one-line warning, or with `require_isolation` an IsolationError before any program runs on it."""
+    (`isolation`) or less than fully (`level`) gets a one-line warning, or with `require_isolation` an
+    IsolationError before any program runs on it."""
 
     def __init__(
         self,
@@ -135,8 +135,9 @@ class Sandbox:
 
     @property
     def level(self) -> str:
-        """The isolation's level: full (root: namespaces, a cgroup, seccomp), partial (no root, or no cgroup) or
-        basic (no namespaces); the least any warden offers."""
+        """The isolation's level: full (namespaces, seccomp, and each program bounded as one: as root by a cgroup,
+        else as one process in a user namespace), partial (no seccomp filter on this architecture) or basic (no
+        namespaces); the least any warden offers."""
         _ = self.isolation
         return min((warden.level for warden in self._wardens), key=("basic", "partial", "full").index)
 

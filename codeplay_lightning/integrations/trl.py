@@ -11,8 +11,8 @@ project's sampler cuts them: a Solver's at `SOLVER_STOP`, a Setter's at `SETTER_
 `max_completion_length` or eos).
 
 Both judge programs in a `Sandbox` of their own: close it (`close()`, or use the reward as a context manager).
-As training does, they refuse, when built, a sandbox that isolates programs less than fully (not root, or no
-cgroup: `docs/sandbox.md` says what a program can then do), unless `allow_partial_isolation=True`.
+As training does, they refuse, when built, a sandbox that isolates programs less than fully (no user namespaces:
+`docs/sandbox.md` says what a program can then do), unless `allow_partial_isolation=True`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from codeplay_lightning.puzzles import Puzzle
 from codeplay_lightning.rewards import novelty_reward
 from codeplay_lightning.setter.evaluation import evaluation_summary, sample_setter_puzzles
 from codeplay_lightning.setter.module import SetterPPOModule
-from codeplay_lightning.setter.records import RunRecords
+from codeplay_lightning.setter.records import RunRecords, json_difficulty
 from codeplay_lightning.setter.rollout import judge_puzzles
 from codeplay_lightning.setter.rollout_callback import sampling_context
 from codeplay_lightning.solver import Solver
@@ -76,19 +76,15 @@ class SetterEvaluation(L.Callback):
                 judged = judge_puzzles(texts, self.solver)
         neighbours = self.reference.nearest(embed(self.embedder, texts))
         novelty = [novelty_reward(distances.tolist(), self.reference_distance) for distances in neighbours]
+        difficulty = [json_difficulty(None if result is None else result.difficulty) for _, result in judged]
         self.records.evaluation(
             {
                 "iteration": iteration,
                 "summary": evaluation_summary(texts, judged, novelty),
                 "seconds": time.perf_counter() - started,
                 "puzzles": [
-                    {"puzzle": text, "valid": check.valid, "D": None if result is None else _finite(result.difficulty)}
-                    | {"R_n": r_n}
-                    for text, (check, result), r_n in zip(texts, judged, novelty, strict=True)
+                    {"puzzle": text, "valid": check.valid, "D": d, "R_n": r_n}
+                    for text, (check, _), d, r_n in zip(texts, judged, difficulty, novelty, strict=True)
                 ],
             }
         )
-
-
-def _finite(difficulty: float) -> float | None:
-    return None if difficulty == float("inf") else difficulty

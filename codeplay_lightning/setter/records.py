@@ -192,6 +192,11 @@ class RunRecords:
             self.recent[name].extend(values)
 
 
+def json_difficulty(difficulty: float | None) -> float | None:
+    """D as the records hold it: None when unsolved (infinite: JSON has no infinity) or never attempted (None)."""
+    return None if difficulty is None or np.isinf(difficulty) else difficulty
+
+
 def puzzle_record(puzzle: ScoredPuzzle, initial: float | None, *, iteration: int, index: int) -> dict:
     """One line of puzzles.jsonl. D is None when unsolved (JSON has no infinity); `initial` is the initial
     Solver's D, None where it made no attempt."""
@@ -201,9 +206,9 @@ def puzzle_record(puzzle: ScoredPuzzle, initial: float | None, *, iteration: int
         "puzzle": puzzle.text,
         "valid": puzzle.valid,
         "reason": puzzle.reason,
-        "D": None if np.isinf(puzzle.difficulty) else puzzle.difficulty,
+        "D": json_difficulty(puzzle.difficulty),
         "initial_attempted": initial is not None,  # D_initial is None when unsolved
-        "D_initial": None if initial is None or np.isinf(initial) else initial,
+        "D_initial": json_difficulty(initial),
         "R_d": puzzle.r_difficulty,
         "R_n": puzzle.r_novelty,
         "R": puzzle.reward,

@@ -1,10 +1,13 @@
 """A 2-process CPU DDP training run of the tiny stream model, for tests/integration/test_ddp.py:
 
     python ddp_script.py OUT ITERATIONS [auto] [selfplay]
+    torchrun --nnodes 2 --node-rank N --nproc-per-node 1 ... ddp_script.py OUT ITERATIONS nodes [auto]
 
 trains `configs/smoke.yaml` (tiny overrides) for ITERATIONS iterations under OUT/runs, resuming
 the newest checkpoint there with `auto`. Lightning's `ddp` strategy re-executes this script (same
-argv, LOCAL_RANK=1) as rank 1. At the end of training each rank saves OUT/rank{r}.pt: its archive,
+argv, LOCAL_RANK=1) as rank 1; with `nodes`, each of two torchrun "nodes" on this host runs one rank
+(trainer.num_nodes=2, trainer.devices=1), their collectives timing out after NODES_TIMEOUT seconds.
+At the end of training each rank saves OUT/rank{r}.pt: its archive,
 global_step, buffer and minibatch sizes, the module's weights and its pid. Rank 0 then waits for
 rank 1 to exit, so that when the command returns both ranks (and their sandboxes) are gone.
 
@@ -42,6 +45,7 @@ from codeplay_lightning.solver.learning import verified_pairs  # noqa: E402
 from codeplay_lightning.train import train  # noqa: E402
 
 HANG_SECONDS = 240  # a run takes ~20 s; the test's own timeout is longer
+NODES_TIMEOUT = 30  # seconds a rank of `nodes` waits for the other in a collective
 # like test_training.tiny_config, with more minibatches than a rank has puzzles: some minibatches are
 # empty on one rank only, which must still step (and log) with the other
 OVERRIDES = [
@@ -190,12 +194,15 @@ class RecordRank(L.Callback):
         )
 
 
-def main(out: Path, iterations: int, resume: str | None, selfplay_mode: bool) -> None:
+NODES_OVERRIDES = ["trainer.devices=1", "trainer.num_nodes=2", f"trainer.collective_timeout={NODES_TIMEOUT}"]
+
+
+def main(out: Path, iterations: int, resume: str | None, selfplay_mode: bool, nodes: bool) -> None:
     # a hung collective blocks the main thread in C++, where SIGTERM is never handled: print every
     # thread's stack and exit instead, so that the test's log shows where it hung
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     tokenizer = build_char_tokenizer()
-    overrides = [*OVERRIDES, *(SELFPLAY_OVERRIDES if selfplay_mode else [])]
+    overrides = [*OVERRIDES, *(SELFPLAY_OVERRIDES if selfplay_mode else []), *(NODES_OVERRIDES if nodes else [])]
     if selfplay_mode:
         patch_selfplay()
     config = load_config(
@@ -210,7 +217,9 @@ def main(out: Path, iterations: int, resume: str | None, selfplay_mode: bool) ->
 
 if __name__ == "__main__":
     words = sys.argv[3:]
-    unknown = set(words) - {"auto", "selfplay"}
+    unknown = set(words) - {"auto", "selfplay", "nodes"}
     if unknown:
-        sys.exit(f"unknown arguments {sorted(unknown)}: give OUT ITERATIONS [auto] [selfplay]")
-    main(Path(sys.argv[1]), int(sys.argv[2]), "auto" if "auto" in words else None, "selfplay" in words)
+        sys.exit(f"unknown arguments {sorted(unknown)}: give OUT ITERATIONS [auto] [selfplay] [nodes]")
+    main(
+        Path(sys.argv[1]), int(sys.argv[2]), "auto" if "auto" in words else None, "selfplay" in words, "nodes" in words
+    )

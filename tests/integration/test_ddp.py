@@ -19,8 +19,10 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ import torch
 from codeplay_lightning.experiments.sweep import completed_iterations
 
 SCRIPT = Path(__file__).with_name("ddp_script.py")
+NODES_TIMEOUT = 30  # ddp_script.py's trainer.collective_timeout with `nodes`
 TIMEOUT = 300  # seconds per run; one takes about 20 s (the script itself gives up on a hang after 240 s)
 # set by a launcher around pytest, they would point both runs at one rendezvous: Lightning picks a free port
 LAUNCHER_ENV = {
@@ -300,3 +303,95 @@ def test_ddp_selfplay_ranks_share_pairs_and_adapters_and_resume_exactly(tmp_path
         assert resumed_rank["adapters"].keys() == straight_rank["adapters"].keys()
         for name, value in straight_rank["adapters"].items():
             assert torch.equal(resumed_rank["adapters"][name], value), name
+
+
+# ---------------------------------------------------------------- several nodes
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch_nodes(runs: Runs, out: Path, iterations: int, *words: str) -> list[subprocess.Popen]:
+    """Two torchrun "nodes" on this host (loopback, gloo), one rank each, as `ddp_script.py ... nodes`."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_ENV} | {"OMP_NUM_THREADS": "1"}
+    port, nodes = free_port(), []
+    for node in (0, 1):
+        with (out / f"node{node}.txt").open("w") as log:
+            nodes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={node}"]
+                    + ["--nproc-per-node=1", "--master-addr=127.0.0.1", f"--master-port={port}"]
+                    + [str(SCRIPT), str(out), str(iterations), "nodes", *words],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+    runs.processes += nodes
+    return nodes
+
+
+def finish_nodes(out: Path, nodes: list[subprocess.Popen]) -> list[dict]:
+    for node, process in enumerate(nodes):
+        code = process.wait(timeout=TIMEOUT)
+        log = (out / f"node{node}.txt").read_text(errors="replace")
+        assert code == 0, f"node {node} ended with {code}; the end of its log:\n{log[-6000:]}"
+    return [torch.load(out / f"rank{rank}.pt", map_location="cpu", weights_only=False) for rank in (0, 1)]
+
+
+def test_two_nodes_of_one_process_train_as_one_node_of_two_and_a_lost_node_stops_the_run(tmp_path, runs, monkeypatch):
+    """torchrun's 2 nodes × 1 process against Lightning's 1 node × 2 processes: the same puzzles, rewards and
+    weights (both with one thread a process, as torchrun sets: other thread counts round differently). Then a node
+    killed after its first checkpoint: the other stops with an error within the collective timeout, and the run
+    resumes from that checkpoint to the end."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = runs.launch(tmp_path / "one", 2)
+    nodes = launch_nodes(runs, tmp_path / "nodes", 2)
+    one_ranks, node_ranks = runs.finish(one), finish_nodes(tmp_path / "nodes", nodes)
+    check_run(tmp_path / "nodes", node_ranks, 2)
+    by_nodes, by_one = read_puzzles(tmp_path / "nodes"), read_puzzles(tmp_path / "one")
+    exact = ("iteration", "index", "puzzle", "valid", "D", "R_d")
+    assert [[p[key] for key in exact] for p in by_nodes] == [[p[key] for key in exact] for p in by_one]
+    for key in ("R_n", "R"):  # (float32 distances, rounded apart in the last digits by the two launchers)
+        assert [p[key] for p in by_nodes] == pytest.approx([p[key] for p in by_one], rel=1e-6)
+    for node_rank, one_rank in zip(node_ranks, one_ranks):
+        assert node_rank["archive"]["texts"] == one_rank["archive"]["texts"]
+        assert node_rank["global_step"] == one_rank["global_step"]
+        for name, value in one_rank["state_dict"].items():
+            torch.testing.assert_close(node_rank["state_dict"][name], value, rtol=1e-3, atol=1e-4)
+
+    lost = tmp_path / "lost"
+    agents = launch_nodes(runs, lost, 30)
+    checkpoint = lost / "runs" / "smoke" / "version_0" / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + TIMEOUT
+    while not checkpoint.is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(agents[1].pid, signal.SIGKILL)  # node 1 goes: its torchrun agent, and its rank in a session of its own
+    for pid in ranks_of(lost, rank=1):
+        os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    code = agents[0].wait(timeout=NODES_TIMEOUT + 60)
+    log = (lost / "node0.txt").read_text(errors="replace")
+    assert code != 0 and time.monotonic() - killed < NODES_TIMEOUT + 60, log[-4000:]
+    assert re.search(r"RankLost: rank 0 of 2 lost another rank \(.+\): the run stops; .* --resume \S+version_0", log)
+    stopped_at = completed_iterations(checkpoint)
+    assert 1 <= stopped_at < 30
+    check_run(lost, finish_nodes(lost, launch_nodes(runs, lost, 30, "auto")), 30)
+
+
+def ranks_of(out: Path, rank: int) -> list[int]:
+    """The pids of the `ddp_script.py` processes of run `out` that torchrun started as global rank `rank`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(out) in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                if f"RANK={rank}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:  # gone meanwhile
+            continue
+    return found

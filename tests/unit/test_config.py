@@ -25,9 +25,26 @@ P3_SMALL = Path(__file__).parents[1] / "fixtures" / "p3_small"
 
 def test_fewer_streams_than_devices_is_refused():
     """A device without a stream has nothing to sample, and its rank would crash in the first rollout."""
-    with pytest.raises(ConfigError, match=r"rollout.n_envs \(2\) must be at least trainer.devices \(4\)"):
+    fewer = r"rollout.n_envs \(2\) must be at least trainer.devices × trainer.num_nodes \(4\)"
+    with pytest.raises(ConfigError, match=fewer):
         load_config([CONFIGS / "smoke.yaml"], ["trainer.devices=4", "trainer.strategy=ddp"])
+    with pytest.raises(ConfigError, match=fewer):  # two nodes of two
+        load_config([CONFIGS / "smoke.yaml"], ["trainer.devices=2", "trainer.num_nodes=2", "trainer.strategy=ddp"])
     assert load_config([CONFIGS / "smoke.yaml"], ["trainer.devices=2"]).trainer.devices == 2
+
+
+@pytest.mark.parametrize(
+    "overrides, refusal",
+    [
+        (["trainer.num_nodes=2"], r"trainer.num_nodes=2 needs trainer.strategy=ddp \(got auto\)"),
+        (["trainer.num_nodes=0"], r"trainer.num_nodes must be at least 1, got 0"),
+        (["trainer.collective_timeout=0"], r"collective_timeout must be a positive number of seconds, got 0.0"),
+        (["trainer.collective_timeout=nan"], r"collective_timeout must be a positive number of seconds, got nan"),
+    ],
+)
+def test_nodes_and_the_collective_timeout_are_checked(overrides, refusal):
+    with pytest.raises(ConfigError, match=refusal):
+        load_config([CONFIGS / "smoke.yaml"], overrides)
 
 
 def test_the_setter_samples_from_the_whole_distribution_only():

@@ -2,8 +2,8 @@
 code itself. Standard library only, run as `python -s -S -m warden` from `execution/` (the package is not
 importable in there on purpose); the supervisor (`execution/sandbox.py`) imports only `protocol` and `answers`.
 
-  launcher ──fork──> warden: PID 1 of new pid, net, mount and ipc namespaces (root only), chrooted
-     │               into a read-only root holding the system's libraries and programs and the stdlib
+  launcher ──fork──> warden: PID 1 of new pid, net, mount and ipc namespaces (without root, inside a user
+     │               namespace), chrooted into a read-only root holding the stdlib and the libraries it loads
      │                └── zygote: forked once, before the first request, and never sent a program,
      │                    an answer or a request; on the warden's word it forks one of
      │                     ├── reader: reads the answer type of a long f given none, then is killed

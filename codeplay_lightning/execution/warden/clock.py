@@ -4,9 +4,9 @@ process's pipes without blocking, and stops waiting when the clock runs out or t
 import os
 import select
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 
-from .isolation import cpu_seconds
 from .protocol import SLEEPING_SHARE, FrameReader, sleeper_guard, wall_guard
 
 CPU_LOOK_SECONDS = 0.02  # how often a running program's CPU time is read
@@ -21,56 +21,57 @@ class Deadline(Exception):
 
 
 class Clock:
-    """A program's time. With a cgroup that counts CPU, the CPU seconds of all its processes (a program running
+    """A program's time. Where the CPU time of a program's processes can be read (`cpu`: a counter of seconds that
+    only grows: a cgroup's, or a warden's single program process's), the CPU seconds it used (a program running
     beside a busy one takes as long by this clock as alone), under wall-clock guards: `sleeper_guard` for one that
-    mostly sleeps (it uses no CPU), `wall_guard` for any; without one, the wall's."""
+    mostly sleeps (it uses no CPU), `wall_guard` for any; elsewhere, the wall's."""
 
-    def __init__(self, limit: float, cpu_fd: int | None):
-        self.limit, self.cpu_fd = limit, cpu_fd
+    def __init__(self, limit: float, cpu: Callable[[], float] | None):
+        self.limit, self.cpu = limit, cpu
         self.started = time.monotonic()
-        self.cpu_started = cpu_seconds(cpu_fd) if cpu_fd is not None else 0.0
-        self.guard = self.started + (wall_guard(limit) if cpu_fd is not None else limit)
+        self.cpu_started = cpu() if cpu is not None else 0.0
+        self.guard = self.started + (wall_guard(limit) if cpu is not None else limit)
 
     def seconds(self) -> float:
-        if self.cpu_fd is None:
+        if self.cpu is None:
             return time.monotonic() - self.started
-        return cpu_seconds(self.cpu_fd) - self.cpu_started
+        return self.cpu() - self.cpu_started
 
     def expired(self) -> bool:
         return time.monotonic() > self.guard or self.seconds() > self.limit or self.sleeping()
 
     def sleeping(self) -> bool:
         """Past `sleeper_guard`, having used under SLEEPING_SHARE of a core since it started."""
-        if self.cpu_fd is None:
+        if self.cpu is None:
             return False
         elapsed = time.monotonic() - self.started
         return elapsed > sleeper_guard(self.limit) and self.seconds() < SLEEPING_SHARE * elapsed
 
     def until_next_look(self) -> float:
         remaining = self.guard - time.monotonic()
-        return min(remaining, CPU_LOOK_SECONDS) if self.cpu_fd is not None else remaining
+        return min(remaining, CPU_LOOK_SECONDS) if self.cpu is not None else remaining
 
     @contextmanager
     def paused(self):
         """Time that is no program's (its processes being killed, its /tmp freed) left out of its clock."""
-        wall, cpu = time.monotonic(), cpu_seconds(self.cpu_fd) if self.cpu_fd is not None else 0.0
+        wall, cpu = time.monotonic(), self.cpu() if self.cpu is not None else 0.0
         try:
             yield
         finally:
             away = time.monotonic() - wall
             self.started, self.guard = self.started + away, self.guard + away
-            if self.cpu_fd is not None:
-                self.cpu_started += cpu_seconds(self.cpu_fd) - cpu
+            if self.cpu is not None:
+                self.cpu_started += self.cpu() - cpu
 
     def overrun(self, name: str) -> str:
         """Why `name` was stopped."""
-        if self.cpu_fd is not None and (time.monotonic() > self.guard or self.sleeping()):
+        if self.cpu is not None and (time.monotonic() > self.guard or self.sleeping()):
             elapsed = time.monotonic() - self.started
             return (
                 f"{name} still ran after {elapsed:.1f} s of wall time, {self.seconds():.2f} s of it on a core (the "
                 f"limit: {self.limit:g} s of CPU)"
             )
-        kind = " of CPU time" if self.cpu_fd is not None else ""
+        kind = " of CPU time" if self.cpu is not None else ""
         return f"{name} ran past the {self.limit:g} s limit{kind}"
 
 

@@ -1,10 +1,12 @@
 """The warden: its start (the world its programs run in, their cgroup, the zygote) and its request loop.
 
 A warden's world is one of three, the best the machine allows:
-- "root": as root, the warden is PID 1 of new pid, net, mount and ipc namespaces with a root of its own, and a
-  cgroup bounds each program's memory and processes and counts its CPU time, the program's clock;
-- "user": without root, the same namespaces inside a user namespace of its own, with every capability dropped in
-  program processes; no cgroup: memory is bounded per process, and the clock is the wall's;
+- "root": as root with a cgroup of its own, the warden is PID 1 of new pid, net, mount and ipc namespaces with a
+  root of its own, and the cgroup bounds each program's memory and processes and counts its CPU time, the program's
+  clock;
+- "user": without root (or a cgroup), the same namespaces inside a user namespace of its own, with every capability
+  dropped in program processes, and each program one process (threads only: `program_filter`), so that its
+  process's limits are the program's: its address space bounds its memory and its CPU time is the clock;
 - "basic": neither (a container that forbids namespaces): rlimits, the seccomp filters, a directory of its own.
 """
 
@@ -19,6 +21,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 from .answers import ANSWER_BYTES, answer_type_of
 from .clock import Channel, Clock, Deadline, SupervisorGone, wait_for
@@ -33,6 +36,7 @@ from .isolation import (
     Cgroup,
     Removal,
     build_root,
+    cpu_seconds,
     libc,
     oom_kills,
     tasks_of,
@@ -56,7 +60,8 @@ from .protocol import (
 from .seccomp import ALLOWED, zygote_filter
 from .zygote import JUDGE_UID, KILL_SECONDS, NOBODY, Zygote
 
-PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included)
+PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included); in the user world, threads
+CPUCLOCK_SCHED = 2  # a process's CPU clock id is (~pid << 3) | CPUCLOCK_SCHED (clock_getcpuclockid(3))
 # in a user namespace, RLIMIT_NPROC counts the tasks of the namespace's own uid (Linux 5.14 and later): these three
 # (the launcher, the warden, the zygote) and the program's, whatever else runs on the machine
 WARDEN_TASKS = 3
@@ -94,6 +99,8 @@ class Warden:
         self.memory_bytes, self.recursion_limit = settings["memory_mb"] << 20, settings["recursion_limit"]
         self.world, self.cgroup = world, cgroup
         self.namespaced = world != "basic"
+        self.seccomp = zygote_filter() is not None
+        self.one_process = world == "user" and self.seccomp  # (without the filter, forks would escape the limits)
         self.program_uid = NOBODY if world == "root" else os.getuid()
         if cgroup:
             self.nproc = None  # (the cgroup counts a program's processes)
@@ -103,11 +110,17 @@ class Warden:
             self.nproc = tasks_of(self.program_uid) + PROGRAM_PROCESSES
         self.cgroup_fds, self.oom_fd, self.cpu_fd = cgroup.open_files() if cgroup else ([], None, None)
         self.oom_count = oom_kills(self.oom_fd) if self.oom_fd is not None else 0
+        # the CPU seconds that programs have used so far, where they can be read: the clock of a verdict
+        if self.cpu_fd is not None:
+            self.cpu: Callable[[], float] | None = lambda: cpu_seconds(self.cpu_fd)
+        else:
+            self.cpu = self._program_cpu if self.one_process else None
+        self.live: int | None = None  # the program process now running
+        self.ended_cpu = 0.0  # the CPU seconds of those that ended, as the zygote reaped them
         # without namespaces, programs work in a directory of the host's, replaced when one left something in it
         self.workspace = None if self.namespaced else os.path.join(workspace, "work")
         self.trash: list[Removal] = []  # without namespaces: directories programs left, deleted between requests
         self.trashed = 0
-        self.seccomp = zygote_filter() is not None
         self.compiled: tuple[str, bytes | ProgramError] | None = None  # the last source compiled here, and its code
         self.annotation: tuple[str, tuple[str, str, str]] | None = None  # the last f whose annotation was read here
         self.address_space = 0
@@ -155,11 +168,17 @@ class Warden:
         self._end()
 
     def isolation(self) -> ReadyReply:
-        """How it isolates programs, and the level: "full" takes the root world with a cgroup and the seccomp
-        filter; the exposure says, in one line, what a program can do under anything less."""
+        """How it isolates programs, and the level: "full" takes namespaces, the seccomp filter and a program's
+        memory, processes and CPU time bounded as one (the root world's cgroup, or the user world's one process per
+        program); the exposure says, in one line, what a program can do under anything less."""
         memory = self.memory_bytes >> 20
         if self.cgroup:
             limits = f"cgroup v{self.cgroup.version}: {memory} MiB and {PROGRAM_PROCESSES} processes per program"
+        elif self.one_process:
+            limits = (
+                f"one process per program (threads only, {PROGRAM_PROCESSES} at most): {memory} MiB of address "
+                "space, /tmp apart"
+            )
         else:
             processes = (
                 f"{PROGRAM_PROCESSES} processes per program"
@@ -170,7 +189,7 @@ class Warden:
         clock = (
             f"the clock: CPU time, under a {wall_guard(self.timeout):g} s wall-clock guard "
             f"({sleeper_guard(self.timeout):g} s for a program that mostly sleeps)"
-            if self.cpu_fd is not None
+            if self.cpu is not None
             else "the clock: wall time (a program beside a busy one can time out)"
         )
         filtered = f"seccomp: {ALLOWED}" if self.seccomp else "no seccomp filter on this architecture"
@@ -182,19 +201,19 @@ class Warden:
             f"a program is bounded in memory per process only (its {PROGRAM_PROCESSES} processes can take more) "
             "and judged by the wall clock (a program beside a busy one can time out)"
         )
+        unfiltered = "no seccomp filter: a program reaches kernel state"
         if self.world == "root":
-            full = self.cgroup is not None and self.seccomp
             return ReadyReply(
-                "full" if full else "partial",
+                "full" if self.seccomp else "partial",
                 f"namespaces: pid+net+mount+ipc, {own}; uid {NOBODY} (f: {JUDGE_UID}); {filtered}; {limits}; {clock}",
-                "" if full else unbounded if self.seccomp else "no seccomp filter: a program reaches kernel state",
+                "" if self.seccomp else unfiltered,
             )
         if self.world == "user":
             return ReadyReply(
-                "partial",
-                f"namespaces (a user namespace, not root): pid+net+mount+ipc, {own}; no capabilities; {filtered}; "
-                f"{limits}; {clock}",
-                unbounded,
+                "full" if self.one_process else "partial",
+                f"namespaces (a user namespace of its own, no root needed): pid+net+mount+ipc, {own}; no "
+                f"capabilities; {filtered}; {limits}; {clock}",
+                "" if self.one_process else f"{unfiltered}; {unbounded}",
             )
         return ReadyReply(
             "basic",
@@ -236,7 +255,7 @@ class Warden:
         """(status, detail, seconds, output, repr of g's answer, repr of what f returned) for one program: g's
         process, then f's, both on the program's one clock (`annotated`: the answer type is f's annotation, read
         first). Each compiles its own source, under its limits; g's never sees f."""
-        clock = Clock(self.timeout, self.cpu_fd)
+        clock = Clock(self.timeout, self.cpu)
         try:
             f_code, g_code = self._compiled(f, "f"), self._compiled(g, "g")
         except ProgramError as error:
@@ -270,7 +289,7 @@ class Warden:
     def apply(self, source: str, function: str, text: str) -> tuple[str, str, float, str, str]:
         """(status, detail, seconds, output, the JSON text `function` returned for the input `text`), in a process
         of its own that runs the program first."""
-        clock = Clock(self.timeout, self.cpu_fd)
+        clock = Clock(self.timeout, self.cpu)
         try:
             code = self._compiled(source, "program")
         except ProgramError as error:
@@ -351,14 +370,27 @@ class Warden:
         message, fds, _, _ = socket.recv_fds(self.zygote, 32, 2)
         if len(fds) != 2:
             raise RuntimeError("the zygote is gone")
-        return int(message), Channel(fds[1], fds[0], frame_limit(self.output_chars), self.request_fd)
+        self.live = int(message)
+        return self.live, Channel(fds[1], fds[0], frame_limit(self.output_chars), self.request_fd)
+
+    def _program_cpu(self) -> float:
+        """The CPU seconds of every program process so far, where each program is one process: those that ended
+        and the live one's (its process clock, its threads' included; it is reaped only at `_end`)."""
+        if self.live is None:
+            return self.ended_cpu
+        try:
+            return self.ended_cpu + time.clock_gettime(((~self.live) << 3) | CPUCLOCK_SCHED)
+        except OSError:
+            return self.ended_cpu
 
     def _end(self) -> str:
         """Have the zygote kill the program's processes; says how the main one had ended. Without namespaces, the
         next process then gets a fresh working directory if this one left anything in it."""
         self.zygote.send(b"end")
         wait_for(self.zygote.fileno(), select.POLLIN, Clock(KILL_SECONDS + 60, None), self.request_fd)
-        status, complete = map(int, self.zygote.recv(64).split())
+        fields = self.zygote.recv(64).split()
+        status, complete = int(fields[0]), int(fields[1])
+        self.live, self.ended_cpu = None, self.ended_cpu + float(fields[2])
         if not complete:
             raise RuntimeError("could not stop the processes a program left behind")
         if not self.namespaced:
@@ -450,17 +482,20 @@ def enter_user_namespace() -> bool:
 def main() -> None:
     settings = json.loads(sys.argv[1])
     request_fd, reply_fd = settings["request_fd"], settings["reply_fd"]
-    if os.geteuid() == 0 and libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0:
+    # + 64 MiB and + 1 process: the zygote, which is in the cgroup too
+    cgroup = (
+        Cgroup.create((settings["memory_mb"] << 20) + (64 << 20), PROGRAM_PROCESSES + 1) if os.geteuid() == 0 else None
+    )
+    if cgroup and libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0:
         world = "root"
-    else:
+    else:  # (root without a cgroup of its own: its programs are bounded as in the user world)
+        if cgroup:
+            cgroup.remove()
+            cgroup = None
         world = "user" if enter_user_namespace() else "basic"
     # (once its uid map is written:) no process of the same uid reaches this one, the warden or the zygote (forked
     # from here) through /proc
     libc.prctl(PR_SET_DUMPABLE, 0)
-    # + 64 MiB and + 1 process: the zygote, which is in the cgroup too
-    cgroup = (
-        Cgroup.create((settings["memory_mb"] << 20) + (64 << 20), PROGRAM_PROCESSES + 1) if world == "root" else None
-    )
     workspace = None if world != "basic" else __import__("tempfile").mkdtemp(prefix="codeplay-sandbox-")
     pid = os.fork()
     if pid:  # launcher: report the warden's pid, then mirror its exit status

@@ -83,7 +83,7 @@ SYSCALLS = {  # name: (x86_64, aarch64, why); None: the architecture has only th
     "fcntl": (72, 25, "fd flags, os.set_blocking (the commands of ONE_OF)"),
     "ioctl": (16, 29, "isatty when a file is opened, os.set_inheritable (those only: ONE_OF)"),
     # processes and threads
-    "clone": (56, 220, "threads and fork (their flags only: NONE_OF)"),
+    "clone": (56, 220, "threads and fork (their flags only: NONE_OF; threads only in the user world)"),
     "wait4": (61, 260, "os.waitpid"),
     "waitid": (247, 95, "os.waitid"),
     "exit": (60, 93, "a thread's end"),
@@ -178,6 +178,7 @@ ONE_OF = {  # name: (argument, its only values allowed (the low 32 bits))
 }
 # CLONE_VM, FS, FILES, SIGHAND, THREAD, SYSVSEM, SETTLS, PARENT_SETTID, CHILD_CLEARTID, CHILD_SETTID, the exit signal
 CLONE_THREAD_AND_FORK = 0x013D0FFF
+CLONE_THREAD = 0x00010000
 NONE_OF = {  # name: (argument, bits it may not have (the low 32 bits))
     "mmap": (3, 0x40000),  # MAP_HUGETLB: the hugepage pool is the machine's
     # what glibc's threads and fork use, nothing else: no CLONE_PIDFD (a pidfd's inode number is a machine-wide
@@ -264,23 +265,35 @@ def _denials(names, column: int) -> list[bytes]:
     return rules
 
 
-def program_filter() -> bytes | None:
+def program_filter(threads_only: bool) -> bytes | None:
     """What each program process adds to the zygote's filter once its world is built: EPERM for ZYGOTE_NEEDS, and
     for prlimit64 but to read its own limits (another process's, or setting any: a lowered RLIMIT_NPROC tells how
-    many tasks its uid holds machine-wide)."""
+    many tasks its uid holds machine-wide). `threads_only`: EPERM for a clone without CLONE_THREAD too, so that a
+    program is one process (where no cgroup bounds its processes together, its limits are then its process's)."""
 
     def rules(column: int) -> list[bytes]:
-        return _denials(ZYGOTE_NEEDS, column) + [
-            _bpf(JUMP_EQUAL, 0, 7, SYSCALLS["prlimit64"][column]),
-            _bpf(LOAD, 0, 0, _low(0)),  # the pid: 0, itself
-            _bpf(JUMP_EQUAL, 0, 4, 0),
-            _bpf(LOAD, 0, 0, _low(2)),  # the new limits: NULL
-            _bpf(JUMP_EQUAL, 0, 2, 0),
-            _bpf(LOAD, 0, 0, _low(2) + 4),
-            _bpf(JUMP_EQUAL, 1, 0, 0),
+        one_process = [
+            _bpf(JUMP_EQUAL, 0, 4, SYSCALLS["clone"][column]),
+            _bpf(LOAD, 0, 0, _low(0)),  # the flags
+            _bpf(JUMP_ANY_BIT, 1, 0, CLONE_THREAD),
             _bpf(RETURN, 0, 0, RET_ERRNO | EPERM),
             _bpf(RETURN, 0, 0, RET_ALLOW),
         ]
+        return (
+            _denials(ZYGOTE_NEEDS, column)
+            + (one_process if threads_only else [])
+            + [
+                _bpf(JUMP_EQUAL, 0, 7, SYSCALLS["prlimit64"][column]),
+                _bpf(LOAD, 0, 0, _low(0)),  # the pid: 0, itself
+                _bpf(JUMP_EQUAL, 0, 4, 0),
+                _bpf(LOAD, 0, 0, _low(2)),  # the new limits: NULL
+                _bpf(JUMP_EQUAL, 0, 2, 0),
+                _bpf(LOAD, 0, 0, _low(2) + 4),
+                _bpf(JUMP_EQUAL, 1, 0, 0),
+                _bpf(RETURN, 0, 0, RET_ERRNO | EPERM),
+                _bpf(RETURN, 0, 0, RET_ALLOW),
+            ]
+        )
 
     return _program(rules)
 

@@ -25,8 +25,8 @@ class Zygote:
     """The process every program process is forked from. It is forked from the warden before the first request and
     only ever receives one-word commands: `runner`, `judge`, `caller` or `reader` (fork one; the warden gets its pid
     and its two pipe ends) and `end` (kill and reap everything it forked, give the next one a fresh /tmp, and say how
-    the main one ended). It never sees a program, an answer or a request, so nothing of one program is in the memory
-    another is forked with.
+    the main one ended and the CPU time it used, its threads' included). It never sees a program, an answer or a
+    request, so nothing of one program is in the memory another is forked with.
 
     With namespaces (`world` "root" or "user") each program process is PID 1 of a pid namespace of its own: its pid
     and its children's count nothing of other programs, and killing it ends every process it started."""
@@ -41,7 +41,7 @@ class Zygote:
         self.address_space, self.nproc = warden.address_space, warden.nproc
         self.recursion_limit, self.output_chars = warden.recursion_limit, warden.output_chars
         self.cgroup_fds = warden.cgroup_fds
-        own_filter = program_filter()  # each program process's, on top of the zygote's
+        own_filter = program_filter(warden.one_process)  # each program process's, on top of the zygote's
         self.own_filter = None if own_filter is None else Filter(own_filter)
         self.output: CappedOutput | None = None
 
@@ -106,15 +106,16 @@ class Zygote:
     def _end(self, main: int | None) -> bytes:
         """Kill every child until none is left: the main one (with namespaces, its pid namespace's every process
         goes with it, before it can be reaped), and without namespaces the orphans of its descendants (this is
-        their subreaper). b"<main's wait status> <1 if all are gone, else 0>"."""
-        status, deadline = -1, time.monotonic() + KILL_SECONDS
+        their subreaper). b"<main's wait status> <1 if all are gone, else 0> <main's CPU seconds>"."""
+        status, cpu, deadline = -1, 0.0, time.monotonic() + KILL_SECONDS
         if main is not None:  # the usual case: the main one alone, reaped without a look at /proc
             try:
                 os.kill(main, signal.SIGKILL)
-                status = os.waitpid(main, WALL)[1]
+                _, status, usage = os.wait4(main, WALL)
+                cpu = usage.ru_utime + usage.ru_stime
                 os.waitpid(-1, os.WNOHANG | WALL)  # raises when no child at all is left
             except ChildProcessError:
-                return f"{status} 1".encode()
+                return f"{status} 1 {cpu!r}".encode()
         while children := _children():
             for pid in children:
                 try:
@@ -123,14 +124,14 @@ class Zygote:
                     pass
             for pid in children:
                 try:
-                    _, wait_status = os.waitpid(pid, WALL)
+                    _, wait_status, usage = os.wait4(pid, WALL)
                 except ChildProcessError:
                     continue
                 if pid == main:
-                    status = wait_status
+                    status, cpu = wait_status, usage.ru_utime + usage.ru_stime
             if time.monotonic() > deadline:
-                return f"{status} 0".encode()
-        return f"{status} 1".encode()
+                return f"{status} 0 {cpu!r}".encode()
+        return f"{status} 1 {cpu!r}".encode()
 
     def _isolate(self, keep: list[int], uid: int) -> None:
         """In a forked child, still privileged: its own process group and working directory, `keep` as fds 3, 4,

@@ -413,6 +413,11 @@ def test_the_resume_line_speaks_the_users_dialect_and_names_the_run(monkeypatch)
     assert _resume(["configs/smoke.yaml"], run) == "make train CONFIG=smoke RESUME=runs/smoke/version_3"
     # two files are no make preset: the codeplay command
     assert _resume(["configs/smoke.yaml", "configs/paper.yaml"], run).endswith("--resume runs/smoke/version_3")
+    monkeypatch.delenv("MAKELEVEL")  # python -m codeplay_lightning.cli (as a sweep runs each preset)
+    monkeypatch.setattr(sys, "argv", ["/work/codeplay_lightning/cli.py", "train"])
+    assert _resume(["configs/none.yaml"], run) == (
+        f"{sys.executable} -m codeplay_lightning.cli train configs/none.yaml --resume runs/smoke/version_3"
+    )
 
 
 def test_resume_takes_a_run_folder(tmp_path):

@@ -568,7 +568,14 @@ def test_seccomp_filter_program_is_well_formed():
         zygote_filter,
     )
 
-    for program_bytes in (zygote_filter(), program_filter(), denial_filter(ZYGOTE_NEEDS), signal_filter(1234)):
+    filters = (
+        zygote_filter(),
+        program_filter(False),
+        program_filter(True),
+        denial_filter(ZYGOTE_NEEDS),
+        signal_filter(9),
+    )
+    for program_bytes in filters:
         if program_bytes is None:
             pytest.skip("no filter on this architecture")
         instructions = [program_bytes[i : i + 8] for i in range(0, len(program_bytes), 8)]

@@ -142,17 +142,17 @@ def test_exits_are_errors(mixed, g, fragment):
 
 
 def test_a_program_kept_from_a_core_by_load_keeps_its_verdict_and_a_sleeper_does_not_wait_long(monkeypatch):
-    """The warden's clock, on a fake wall and a fake cgroup: a program that computes at a third of a core (a loaded
-    machine) runs on past the sleepers' guard until its CPU limit; one at a tenth of a core is a sleeper there."""
+    """The warden's clock, on a fake wall and a fake CPU counter: a program that computes at a third of a core (a
+    loaded machine) runs on past the sleepers' guard until its CPU limit; one at a tenth of a core is a sleeper
+    there."""
     from codeplay_lightning.execution.warden import clock as warden
 
     now, cpu = [0.0], [0.0]
     monkeypatch.setattr(warden.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(warden, "cpu_seconds", lambda fd: cpu[0])
 
     def run(core_share: float) -> float:
         now[0] = cpu[0] = 0.0
-        clock = warden.Clock(1.0, cpu_fd=3)
+        clock = warden.Clock(1.0, cpu=lambda: cpu[0])
         while not clock.expired():
             now[0] += 0.01
             cpu[0] += 0.01 * core_share

@@ -1,7 +1,7 @@
-"""Without root: the sandbox isolates programs in a user namespace of its own where the machine allows one (no
-cgroup: memory is bounded per process, the clock is the wall's), and with rlimits and seccomp only where it does not
-(a container that forbids namespaces: here, a filter that refuses `unshare`); it says which, and judges every
-program right either way."""
+"""Without root: the sandbox isolates programs in a user namespace of its own where the machine allows one, at the
+level training needs (no cgroup: each program is one process, threads only, so its address space bounds its memory
+and its CPU time is the clock), and with rlimits and seccomp only where it does not (a container that forbids
+namespaces: here, a filter that refuses `unshare`); it says which, and judges every program right either way."""
 
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ if world == "basic":  # as a container that forbids namespaces
 with Sandbox(workers=2, timeout=1.0, memory_mb=256) as box:
     isolation = box.isolation
     verdicts = box.verify([Program(f, g) for f, g, _ in cases])
-print(json.dumps({"uid": os.getuid(), "isolation": isolation, "statuses": [v.status for v in verdicts],
-                  "details": [v.detail for v in verdicts]}))
+    level = box.level
+print(json.dumps({"uid": os.getuid(), "isolation": isolation, "level": level, "statuses": [v.status for v in verdicts],
+                  "details": [v.detail for v in verdicts], "seconds": [v.seconds for v in verdicts]}))
 """
 
 
@@ -69,6 +70,15 @@ def g():
             except OSError:
                 pass
     return forged
+"""
+FORK_ERRNO = """import os
+def g():
+    try:
+        if os.fork() == 0:
+            os._exit(0)
+    except OSError as error:
+        return error.errno
+    return 0
 """
 SIGNAL_BY_FD_OWNER = """import fcntl, os, signal
 def g():
@@ -162,19 +172,24 @@ def test_without_root_the_sandbox_says_how_it_isolates_and_still_judges(world):
         ("def f(x: int):\n    return x == 4", SIGNAL_BY_FD_OWNER, "error"),
         ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
     ]
-    if world == "user":  # the same process limit for every program, counted apart from the machine's: its uid's
-        # tasks in its user namespace are the launcher's, the warden's and the zygote's, whatever else runs as 65534
-        cases.append(
+    if world == "user":  # one process per program: its threads counted apart from the machine's (its uid's tasks
+        # in its user namespace are the launcher's, the warden's and the zygote's, whatever else runs as 65534), no
+        # fork, and its CPU time the clock: a sleeper stops at the sleepers' guard
+        cases += [
             (
                 "def f(x: List[int]):\n    return x == [35, 31]",
-                "import os, resource, time\ndef g():\n    n = 0\n    for _ in range(40):\n"
-                "        try:\n            if os.fork() == 0:\n"
-                "                time.sleep(30)\n                os._exit(0)\n"
-                "            n += 1\n        except OSError:\n            break\n"
+                "import resource, threading\ndef g():\n    n, stop = 0, threading.Event()\n"
+                "    threading.stack_size(1 << 16)  # (each thread's stack counts in the program's address space)\n"
+                "    for _ in range(40):\n"
+                "        try:\n            threading.Thread(target=stop.wait).start()\n"
+                "            n += 1\n        except RuntimeError:\n            break\n"
                 "    return [resource.getrlimit(resource.RLIMIT_NPROC)[0], n]",
                 "pass",
-            )
-        )
+            ),
+            ("def f(x: int):\n    return x == 1", FORK_ERRNO, "pass"),
+            ("def f(x):\n    return x == 5", "import time\ndef g():\n    time.sleep(30)", "timeout"),
+            ("def f(x: int):\n    return x == 5", "def g():\n    return 5", "pass"),
+        ]
     held: list[str] = []
     try:
         result = subprocess.run(
@@ -190,10 +205,13 @@ def test_without_root_the_sandbox_says_how_it_isolates_and_still_judges(world):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["uid"] == 65534
-    if world == "user":
-        assert report["isolation"].startswith("namespaces (a user namespace, not root)"), report["isolation"]
-        assert "the clock: wall time" in report["isolation"]
+    if world == "user":  # what training needs: the same level as root's
+        assert report["level"] == "full", report["isolation"]
+        assert report["isolation"].startswith("namespaces (a user namespace of its own, no root needed)")
+        assert "one process per program" in report["isolation"] and "the clock: CPU time" in report["isolation"]
+        assert report["seconds"][-2] < 4.0  # the sleeper, stopped at its guard
     else:
+        assert report["level"] == "basic"
         assert report["isolation"].startswith("basic (no namespaces)") and "rlimits only" in report["isolation"]
     assert report["statuses"] == [status for _, _, status in cases], report["details"]
     assert [entry for entry in process_table().values() if mark.encode() in entry[2] and entry[1] != "Z"] == []
