@@ -94,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
     with sandbox(args) as box, progress() as bar:
         solver = FewShotSolver(llm, box, examples, config)
         if args.setter is not None:
-            task = bar.add_task("setting", total=None)
+            task = bar.add_task(f"the Setter writes {args.setter} puzzles", total=None)
             texts = sample_setter_puzzles(llm, examples, args.setter)
-            bar.update(task, description="solving")
+            bar.update(task, description=f"the Solver attempts them, {args.attempts} times each")
             summary, rows = evaluate_setter(texts, solver)
         else:
             summary, rows = _evaluate_solver(args, solver, bar)

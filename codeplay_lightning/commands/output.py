@@ -4,6 +4,7 @@ libraries' own noise kept out."""
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 
 from rich.console import Console
@@ -12,8 +13,36 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 console = Console(stderr=True)
 
 
+HEARTBEAT_SECONDS = 60.0  # at most this long without a line, where the output is no terminal
+
+
+class LineProgress(Progress):
+    """Rich's bar in a terminal; written to a file or a pipe (a log, a batch job), where a bar shows nothing, a line
+    per task as it changes phase, ends, or every HEARTBEAT_SECONDS: `description: done/total`."""
+
+    def __init__(self, *columns, console: Console, **settings):
+        super().__init__(*columns, console=console, disable=not console.is_terminal, **settings)
+        self.lines: dict = {}  # task id: (the time of its last line, its description then)
+
+    def update(self, task_id, **changes) -> None:
+        super().update(task_id, **changes)
+        if self.console.is_terminal:
+            return
+        task, now = next(task for task in self.tasks if task.id == task_id), time.monotonic()
+        last, said = self.lines.get(task_id, (None, None))
+        if last is None or said != task.description or task.finished or now - last >= HEARTBEAT_SECONDS:
+            self.lines[task_id] = now, task.description
+            counted = "" if task.total is None else f": {task.completed:g}/{task.total:g}"
+            self.console.print(f"{task.description}{counted}", highlight=False, markup=False)
+
+    def add_task(self, description: str, **settings):
+        task_id = super().add_task(description, **settings)
+        self.update(task_id)  # its first line
+        return task_id
+
+
 def progress() -> Progress:
-    return Progress(
+    return LineProgress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),

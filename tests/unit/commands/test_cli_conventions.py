@@ -170,3 +170,36 @@ def test_one_line_errors_name_the_help_to_read():
     assert err.getvalue() == (
         "codeplay export: error: the following arguments are required: checkpoint, --out (see codeplay export --help)\n"
     )
+
+
+def test_progress_written_to_a_file_says_each_phase_its_end_and_a_heartbeat(monkeypatch):
+    """Where stderr is no terminal (a log, a batch job) rich's bar shows nothing: a line per phase, at the end, and
+    at least once a minute stand in for it; in a terminal, the bar alone."""
+    import io
+
+    from rich.console import Console
+
+    from codeplay_lightning.commands import output
+
+    now = [0.0]
+    monkeypatch.setattr(output.time, "monotonic", lambda: now[0])
+    written = io.StringIO()
+    with output.LineProgress(console=Console(file=written, force_terminal=False)) as bar:
+        phase = bar.add_task("the Setter writes 4 puzzles", total=None)
+        bar.update(phase, description="the Solver attempts them, 2 times each")
+        attempts = bar.add_task("solving", total=8)
+        for done in range(1, 9):
+            now[0] += 20.0  # a batch every 20 s: a line every third, and at the end
+            bar.update(attempts, completed=done)
+    assert written.getvalue().splitlines() == [
+        "the Setter writes 4 puzzles",
+        "the Solver attempts them, 2 times each",
+        "solving: 0/8",
+        "solving: 3/8",
+        "solving: 6/8",
+        "solving: 8/8",
+    ]
+    terminal = io.StringIO()
+    with output.LineProgress(console=Console(file=terminal, force_terminal=True, width=80)) as bar:
+        bar.update(bar.add_task("solving", total=2), completed=2)
+    assert "solving: " not in terminal.getvalue()
