@@ -172,3 +172,19 @@ def test_the_readme_results_rows_quote_what_the_records_give(monkeypatch):
         for p in re.findall(r"p = (0\.\d+)(?:–(0\.\d+))?", rows[question]):
             for bound in filter(None, p):
                 assert any(shown_as(bound, s.p) for s, _ in scaled if s.p is not None), (question, bound)
+
+
+def test_the_readme_synthesis_row_quotes_the_regenerated_families_table():
+    """The README's GIF-MCTS-against-sampling row: its solved rates at 16 calls and its distance in clustered SEs are
+    those of families/table.md (which `test_a_synthesis_table_regenerates_from_its_packed_records` holds to the
+    records)."""
+    rows = {question: found for question, found, _ in markdown_table((ROOT / "README.md").read_text(), "question")}
+    row = rows["GIF-MCTS against sampling, 16 calls, 44 held-out-family puzzles"]
+    table = {cells[0]: cells for cells in markdown_table((SYNTHESIS / "families" / "table.md").read_text(), "method")}
+    at_16 = {method: cells[4].split(" ±")[0] + "%" for method, cells in table.items()}  # "solved at 16"
+    assert (
+        row.startswith(f"{at_16['gif-mcts']} against {at_16['sample']}: ")
+        and f"WorldCoder {at_16['worldcoder']}" in row
+    )
+    delta, clustered = re.fullmatch(r"-?([\d.]+) ± [\d.]+ \(([\d.]+)\)", table["gif-mcts"][7]).groups()
+    assert f"({float(delta) / float(clustered):.1f} SE clustered by family)" in row
