@@ -113,16 +113,34 @@ class SetterReward(_SandboxedReward):
         self.embedder = load_embedder(self.reward.embedder)
         self.archive = NoveltyArchive(self.embedder.get_embedding_dimension())
         self.reference_distance = reference_mean_distance(embed(self.embedder, [p.f for p in reference_puzzles()]))
+        self.last: tuple[Sequence, list] | None = None  # the completions last scored, and their scores
         super().__init__(workers, timeout, allow_partial_isolation)  # the sandbox last: nothing after it can fail
         self.solver = FewShotSolver(solver_llm, self.sandbox, fewshot_puzzles()[: RolloutConfig.fewshot], solver_config)
 
     def __call__(self, prompts: Sequence, completions: Sequence, **columns) -> list[float]:
+        return [puzzle.reward for puzzle in self._scored(completions)]
+
+    def difficulty(self, prompts: Sequence, completions: Sequence, **columns) -> list[float]:
+        """R_d of each completion, for TRL to log beside R: pass it after the reward itself with weight 0
+        (`reward_funcs=[setter, setter.difficulty, setter.novelty], reward_weights=[1, 0, 0]`); the completions that
+        the reward has just scored are not scored again."""
+        return [puzzle.r_difficulty for puzzle in self._scored(completions)]
+
+    def novelty(self, prompts: Sequence, completions: Sequence, **columns) -> list[float]:
+        """R_n of each completion, for TRL to log beside R (as `difficulty`)."""
+        return [puzzle.r_novelty for puzzle in self._scored(completions)]
+
+    def _scored(self, completions: Sequence) -> list:
+        """Each completion scored once: TRL hands every reward function of a step the same list of completions, and
+        scoring it again would add its puzzles to the archive again."""
+        if self.last is not None and self.last[0] is completions:
+            return self.last[1]
         texts = [_cut(text, SETTER_STOP).lstrip("\n") for text in _texts(completions, "SetterReward")]
         judged = judge_puzzles(texts, self.solver)
         distances = novelty_distances(texts, self.archive, self.embedder)
-        return [
-            puzzle.reward for puzzle in reward_puzzles(texts, judged, distances, self.reference_distance, self.reward)
-        ]
+        scored = reward_puzzles(texts, judged, distances, self.reference_distance, self.reward)
+        self.last = completions, scored  # (the list itself is kept: its id is never another list's meanwhile)
+        return scored
 
 
 def _texts(completions: Sequence, reward: str) -> list[str]:

@@ -74,8 +74,9 @@ def taught_llama(char_tokenizer) -> LlamaForCausalLM:
     return model
 
 
-def grpo(model, tokenizer, reward, dataset: dict, tmp_path) -> list[float]:
-    """The `rewards/<name>/mean` TRL logs over 2 GRPO steps of 4 completions each, `reward` named `<name>`."""
+def grpo(model, tokenizer, reward, dataset: dict, tmp_path, logged_only=()) -> list[float] | dict[str, list[float]]:
+    """The `rewards/<name>/mean` TRL logs over 2 GRPO steps of 4 completions each, `reward` named `<name>`; with
+    `logged_only` (reward functions of weight 0 beside it), {name: those means} of every function."""
     args = trl.GRPOConfig(
         output_dir=str(tmp_path),
         max_steps=2,
@@ -88,17 +89,23 @@ def grpo(model, tokenizer, reward, dataset: dict, tmp_path) -> list[float]:
         report_to="none",
         use_cpu=True,
         seed=0,
+        reward_weights=[1.0] + [0.0] * len(logged_only),
     )
     trainer = trl.GRPOTrainer(
         model=model,
-        reward_funcs=[reward],
+        reward_funcs=[reward, *logged_only],
         args=args,
         train_dataset=datasets.Dataset.from_dict(dataset),
         processing_class=tokenizer,
     )
     trainer.train()
-    key = f"rewards/{reward.__name__}/mean"
-    return [entry[key] for entry in trainer.state.log_history if key in entry]
+    means = {
+        function.__name__: [
+            entry[key] for entry in trainer.state.log_history if (key := f"rewards/{function.__name__}/mean") in entry
+        ]
+        for function in [reward, *logged_only]
+    }
+    return means if logged_only else means[reward.__name__]
 
 
 def cut(text: str, stop_strings: tuple[str, ...]) -> str:
@@ -137,20 +144,29 @@ def test_grpo_logs_trainings_setter_reward(taught_llama, char_tokenizer, sandbox
             calls.append((completions, rewards))
             return rewards
 
-        logged = grpo(taught_llama, char_tokenizer, setter, {"prompt": [SETTER_PROMPT] * 2}, tmp_path)
+        logged = grpo(
+            taught_llama,
+            char_tokenizer,
+            setter,
+            {"prompt": [SETTER_PROMPT] * 2},
+            tmp_path,
+            logged_only=[reward.difficulty, reward.novelty],  # R_d and R_n logged beside R, not scored again
+        )
         embedder, reference_distance = reward.embedder, reward.reference_distance
 
     # training's functions on the same completions, a fresh archive filled in the same order
     solver = FewShotSolver(solver_llm(), sandbox, fewshot_puzzles()[:6], SolverConfig(attempts=2))
     archive = NoveltyArchive(embedder.get_embedding_dimension())
     config = RewardConfig(w_difficulty=1.0, w_novelty=0.5)
-    assert len(logged) == len(calls) == 2
+    assert len(logged["setter"]) == len(calls) == 2
     valid = set()
-    for (completions, rewards), mean in zip(calls, logged):
+    for step, (completions, rewards) in enumerate(calls):
         texts = [cut(c, SETTER_STOP).lstrip("\n") for c in completions]
         distances = novelty_distances(texts, archive, embedder)
         scored = reward_puzzles(texts, judge_puzzles(texts, solver), distances, reference_distance, config)
         assert rewards == [puzzle.reward for puzzle in scored]
-        assert mean == pytest.approx(sum(rewards) / len(rewards))
+        components = [("difficulty", [p.r_difficulty for p in scored]), ("novelty", [p.r_novelty for p in scored])]
+        for name, values in [("setter", rewards), *components]:
+            assert logged[name][step] == pytest.approx(sum(values) / len(values)), name
         valid |= {puzzle.valid for puzzle in scored}
     assert valid == {True, False}  # the taught model writes its puzzle, and things near it that are none

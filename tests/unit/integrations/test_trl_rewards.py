@@ -117,10 +117,12 @@ def test_setter_reward_is_trainings_reward_call_after_call(monkeypatch, sandbox,
     monkeypatch.setattr(trl_rewards, "load_embedder", lambda spec: CharEmbedder())
     weights = {"w_difficulty": w_difficulty, "w_novelty": w_novelty, "combine": combine}
     with SetterReward(solver_llm(), attempts=4, workers=1, **weights) as reward:
-        rewards = [
-            reward(["from typing import List\n\n"] * len(completions), completions) for completions, _ in SETTER_CALLS
-        ]
-        assert len(reward.archive) == 7
+        rewards, components = [], []
+        for completions, _ in SETTER_CALLS:  # as TRL calls [reward, reward.difficulty, reward.novelty] in a step
+            prompts = ["from typing import List\n\n"] * len(completions)
+            rewards.append(reward(prompts, completions))
+            components.append((reward.difficulty(prompts, completions), reward.novelty(prompts, completions)))
+        assert len(reward.archive) == 7  # each completion archived once
 
     # training's functions on the same texts: the Solver, the archive and the normaliser as a run builds them
     solver = FewShotSolver(solver_llm(), sandbox, fewshot_puzzles()[:6], SolverConfig(attempts=4))
@@ -138,6 +140,7 @@ def test_setter_reward_is_trainings_reward_call_after_call(monkeypatch, sandbox,
         for _, texts in SETTER_CALLS
     ]
     assert rewards == [[puzzle.reward for puzzle in call] for call in scored]
+    assert components == [([p.r_difficulty for p in call], [p.r_novelty for p in call]) for call in scored]
     r_difficulty = [puzzle.r_difficulty for call in scored for puzzle in call]
     assert r_difficulty == pytest.approx([0.5, -1.0, -1.0, 0.0, 0.5, -1.0, -1.0])  # SEVEN: D = 2
     assert scored[0][0].r_novelty == 1.0  # the first puzzle: nothing archived to compare it to
