@@ -19,7 +19,7 @@ help: ## list the targets, then the presets CONFIG= takes
 
 $(BIN)/codeplay: pyproject.toml docker/install.sh docker/torch-build.sh
 	# the Docker image's install steps (docker/Dockerfile runs the same script), editable and with the extras
-	PYTHON=$(PYTHON) TORCH=$(TORCH) bash docker/install.sh $(VENV) -e '.[dev,cwm,trl]'
+	PYTHON=$(PYTHON) TORCH=$(TORCH) bash docker/install.sh $(VENV) -e '.[dev,cwm,trl,ray]'
 	touch $(BIN)/codeplay
 
 install: $(BIN)/codeplay ## create .venv and install torch, the package and the embedded model

@@ -7,6 +7,8 @@
   programs, whose verdicts must be identical, and against unsandboxed in-process `exec`.
 - Judging an iteration's programs (184, the mix above) with 1 worker, 2 and `sandbox.workers: auto`'s number:
   seconds and the speed-up over one worker.
+- Judging with the Ray backend (`sandbox.backend: ray`, 2 actors on a Ray instance of this machine's) against the
+  local backend (2 wardens) on the same programs: verdicts/s and their ratio, the overhead of judging through Ray.
 - Novelty archive: hnswlib 5-NN at a 100k archive against exact numpy search. Goal: ≥ 20×
   faster at recall@5 ≥ 0.95.
 - Judged puzzles per hour of one CPU-scale training iteration (configs/balanced.yaml, embedded
@@ -42,7 +44,7 @@ import multiprocessing
 import platform
 from pathlib import Path
 
-from benchmarks.sandbox import bench_sandbox, bench_workers
+from benchmarks.sandbox import bench_ray, bench_sandbox, bench_workers
 
 
 def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
@@ -76,6 +78,20 @@ def run_benchmarks(out: Path, pairs: int, with_model: bool) -> dict:
         )
         for workers, seconds in scaling["seconds"].items()
     ]
+    print(f"sandbox backends: {pairs} programs, local vs ray, 2 workers each ...", flush=True)
+    results["ray"] = backends = bench_ray(pairs)
+    if "skipped" in backends:
+        rows.append(("ray backend verdicts/s", "skipped", backends["skipped"]))
+    else:
+        rows += [
+            (
+                "local backend verdicts/s",
+                f"{backends['local_verdicts_per_s']:.0f}",
+                "mean of a run before and after: {:.0f}, {:.0f}".format(*backends["local_runs_verdicts_per_s"]),
+            ),
+            ("ray backend verdicts/s", f"{backends['ray_verdicts_per_s']:.0f}", "a local Ray instance"),
+            ("ray / local", f"{backends['ray_over_local']:.2f}", f"same verdicts: {backends['identical_verdicts']}"),
+        ]
     print("novelty archive: hnswlib 5-NN vs exact numpy search at 100k ...", flush=True)
     # Imported only now: torch and its threads in this process would slow the naive harness's forks
     from benchmarks.archive import bench_knn

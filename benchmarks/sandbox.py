@@ -154,3 +154,43 @@ def bench_workers(count: int = ITERATION_PROGRAMS) -> dict:
         "seconds": seconds,
         "speedup_over_one": {workers: seconds[1] / value for workers, value in seconds.items()},
     }
+
+
+def bench_ray(count: int) -> dict:
+    """The same programs judged by the local backend and the Ray backend (`sandbox.backend: ray`, WORKERS actors on
+    a Ray instance of WORKERS CPUs started on this machine), each warmed up: verdicts/s side by side, the local
+    backend's the mean of a run on each side of Ray's. Skipped, with the reason, without the ray extra."""
+    try:
+        import ray
+
+        from codeplay_lightning.execution.ray_backend import RaySandbox
+    except ImportError as error:
+        return {"skipped": str(error)}
+    programs = benchmark_programs(count)
+
+    def verdicts_per_second(sandbox) -> tuple[float, list[str]]:
+        sandbox.verify(programs[:50])
+        started = time.perf_counter()
+        statuses = [verdict.status for verdict in sandbox.verify(programs)]
+        return count / (time.perf_counter() - started), statuses
+
+    with Sandbox(workers=WORKERS) as sandbox:
+        local_before, local_statuses = verdicts_per_second(sandbox)
+    ray.init(num_cpus=WORKERS, include_dashboard=False, log_to_driver=False)
+    try:
+        with RaySandbox(workers=WORKERS) as sandbox:
+            remote, remote_statuses = verdicts_per_second(sandbox)
+    finally:
+        ray.shutdown()
+    with Sandbox(workers=WORKERS) as sandbox:
+        local_after, _ = verdicts_per_second(sandbox)
+    local = (local_before + local_after) / 2
+    return {
+        "programs": count,
+        "workers": WORKERS,
+        "local_verdicts_per_s": local,
+        "local_runs_verdicts_per_s": [local_before, local_after],  # how far the host's load moved it meanwhile
+        "ray_verdicts_per_s": remote,
+        "ray_over_local": remote / local,
+        "identical_verdicts": remote_statuses == local_statuses,
+    }

@@ -154,8 +154,24 @@ class SandboxConfig:
     # train where the sandbox isolates programs less than fully (no user namespaces: docs/sandbox.md says what a
     # program can then do); without it such a machine is refused in one line, before any model loads
     allow_partial_isolation: bool = False
+    # local: the wardens run on this machine | ray: each in a Ray actor, one CPU each, on a Ray cluster's nodes; then
+    # sandbox.workers is the actors each rank judges with, a number (docs/sandbox.md, "On a Ray cluster")
+    backend: str = "local"
+    # the Ray cluster of backend ray, as ray.init takes it: auto (the one this node joined with `ray start`, or
+    # $RAY_ADDRESS) | local (a new one on this machine's CPUs) | HOST:PORT | ray://HOST:PORT
+    ray_address: str = "auto"
 
     def __post_init__(self) -> None:
+        _require(self.backend in ("local", "ray"), f"sandbox.backend must be local or ray, got {self.backend!r}")
+        if self.backend == "ray":
+            _require(
+                importlib.util.find_spec("ray") is not None,
+                "sandbox.backend=ray needs Ray: pip install 'codeplay_lightning[ray]'",
+            )
+            _require(
+                self.workers != "auto",
+                "sandbox.backend=ray needs sandbox.workers as a number: the Ray actors each rank judges with",
+            )
         try:
             checked_timeout(self.timeout)
         except ValueError as error:
@@ -319,6 +335,8 @@ NOT_IDENTITY = {
     "solver.batch_size",
     "sandbox.workers",
     "sandbox.allow_partial_isolation",
+    "sandbox.backend",  # where the wardens run, not how they judge: the same verdicts on either
+    "sandbox.ray_address",
     "trainer.iterations",  # a resume may train on
     "trainer.precision",  # and move between devices (a checkpoint written on a GPU resumes on the CPU)
     "trainer.accelerator",

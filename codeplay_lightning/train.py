@@ -28,6 +28,7 @@ from codeplay_lightning.config import (
 from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.devices import check_devices, host_record, judge_workers, resolved_precision, usable_cores
 from codeplay_lightning.execution import IsolationError, Sandbox
+from codeplay_lightning.execution.ray_backend import RaySandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
 from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.models.loading import load_causal_lm, with_lora
@@ -179,21 +180,22 @@ def peer_lost(error: BaseException) -> bool:
     return isinstance(error, torch.distributed.DistError) or any(mark in str(error) for mark in PEER_LOST)
 
 
-def _sandbox(config: TrainConfig) -> Sandbox:
-    """The Solvers' sandbox; one that isolates programs less than fully is refused in one line unless
-    `sandbox.allow_partial_isolation`."""
-    sandbox = Sandbox(
+def _sandbox(config: TrainConfig) -> Sandbox | RaySandbox:
+    """The Solvers' sandbox, on this machine or on a Ray cluster (`sandbox.backend`); one that isolates programs
+    less than fully is refused in one line unless `sandbox.allow_partial_isolation`."""
+    settings = dict(
         workers=config.sandbox.workers,
         timeout=config.sandbox.timeout,
         require_isolation=not config.sandbox.allow_partial_isolation,
     )
+    if config.sandbox.backend == "ray":
+        sandbox = RaySandbox(**settings, address=config.sandbox.ray_address)
+        where = "Ray actor(s) per rank"
+    else:
+        sandbox = Sandbox(**settings)
+        where = f"worker(s) per rank, {usable_cores()} usable core(s)"
     try:
-        log.info(
-            "sandbox: %d worker(s) per rank, %d usable core(s); isolation: %s",
-            config.sandbox.workers,
-            usable_cores(),
-            sandbox.isolation,
-        )
+        log.info("sandbox: %d %s; isolation: %s", config.sandbox.workers, where, sandbox.isolation)
     except BaseException as error:
         sandbox.close()
         if isinstance(error, IsolationError):

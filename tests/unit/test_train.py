@@ -1,5 +1,7 @@
-"""train(): a sandbox that cannot isolate programs fully is refused in one line before any model loads."""
+"""train(): a sandbox that cannot isolate programs fully, local or on Ray, is refused in one line before any model
+loads."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,19 @@ def test_training_refuses_a_basic_sandbox_before_any_model_loads(monkeypatch, tm
     assert "\n" not in message and message.endswith("; sandbox.allow_partial_isolation=true trains anyway")
     assert "basic (no namespaces)" in message and BasicSandbox.closed
     assert not list(tmp_path.iterdir())  # no run folder either
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
+def test_training_with_the_ray_backend_builds_a_ray_sandbox_and_refuses_it_alike(monkeypatch, tmp_path):
+    built = []
+    monkeypatch.setattr(training, "Sandbox", lambda **_: pytest.fail("the local sandbox was built"))
+    monkeypatch.setattr(training, "RaySandbox", lambda **settings: built.append(settings) or BasicSandbox(**settings))
+    overrides = [
+        "sandbox.backend=ray",
+        "sandbox.workers=3",
+        "sandbox.ray_address=local",
+        f"trainer.run_root={tmp_path}",
+    ]
+    with pytest.raises(ConfigError, match="; sandbox.allow_partial_isolation=true trains anyway$"):
+        training.train(load_config([SMOKE], overrides))
+    assert built == [{"workers": 3, "timeout": 1.0, "require_isolation": True, "address": "local"}]
