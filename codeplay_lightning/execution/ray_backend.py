@@ -28,12 +28,11 @@ from codeplay_lightning.execution.api import (
     checked_timeout,
     checked_workers,
 )
-from codeplay_lightning.execution.sandbox import REPLY_SLACK, STARTUP_SECONDS, Sandbox
+from codeplay_lightning.execution.sandbox import LEVELS, REPLY_SLACK, STARTUP_SECONDS, Sandbox
 from codeplay_lightning.execution.warden.answers import ANSWER_BYTES
 from codeplay_lightning.execution.warden.protocol import wall_guard
 
 INSTALL = "pip install 'codeplay_lightning[ray]'"
-LEVELS = ("basic", "partial", "full")
 CHUNK_PROGRAMS = 32  # at most per call to an actor: a Ray call costs about a millisecond, a verdict a few
 CHUNKS_PER_ACTOR = 4  # a batch is cut into at least this many chunks per actor, so that the actors finish together
 CHUNKS_IN_FLIGHT = 2  # per actor: its next chunk waits in its queue while it judges one

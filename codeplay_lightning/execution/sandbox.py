@@ -55,6 +55,7 @@ from codeplay_lightning.execution.warden.protocol import (
 
 EXECUTION = Path(__file__).parent  # the warden package's folder: wardens run from it, as `python -m warden`
 WARDEN = ("-m", "warden")
+LEVELS = ("basic", "partial", "full")  # isolation levels, least first (`Sandbox.level`)
 STARTUP_SECONDS = 60.0
 REPLY_SLACK = 2.0  # seconds a warden may take past a program's wall guard (forks, kills) before it is presumed stuck
 SOURCE_BYTES = 1 << 20  # of a program's f, g, source or answer type as UTF-8: more is an error before any warden
@@ -139,7 +140,7 @@ class Sandbox:
         else as one process in a user namespace), partial (no seccomp filter on this architecture) or basic (no
         namespaces); the least any warden offers."""
         _ = self.isolation
-        return min((warden.level for warden in self._wardens), key=("basic", "partial", "full").index)
+        return min((warden.level for warden in self._wardens), key=LEVELS.index)
 
     def verify(
         self, programs: Sequence[Program], on_verdict: Callable[[int, Verdict], None] | None = None
