@@ -15,7 +15,6 @@ import json
 import math
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -28,7 +27,7 @@ from codeplay_lightning.execution.api import (
     checked_timeout,
     checked_workers,
 )
-from codeplay_lightning.execution.sandbox import LEVELS, REPLY_SLACK, STARTUP_SECONDS, Sandbox
+from codeplay_lightning.execution.sandbox import LEVELS, REPLY_SLACK, STARTUP_SECONDS, Batch, Sandbox
 from codeplay_lightning.execution.warden.answers import ANSWER_BYTES
 from codeplay_lightning.execution.warden.protocol import wall_guard
 
@@ -290,29 +289,13 @@ class RaySandbox:
         self._actors.remove(actor)
 
 
-class _Batch:
-    """The programs or calls of one `verify` or `apply`: which are pending, in flight, or have verdicts."""
+class _Batch(Batch):
+    """A local sandbox's batch, with the Ray calls in flight and the method the actors are called with."""
 
     def __init__(self, method: str, tasks: Sequence[Program | Call], on_verdict):
-        self.method, self.tasks, self.on_verdict = method, tasks, on_verdict
-        self.results: list[Verdict | None] = [None] * len(tasks)
-        self.pending = deque(range(len(tasks)))
+        super().__init__(tasks, on_verdict)
+        self.method = method
         self.in_flight: dict[object, _Chunk] = {}  # a chunk's ref -> the chunk
-        self.retried: set[int] = set()
-        self.remaining = len(tasks)
-
-    def finish(self, index: int, verdict: Verdict) -> None:
-        self.results[index] = verdict
-        self.remaining -= 1
-        if self.on_verdict is not None:
-            self.on_verdict(index, verdict)
-
-    def retry(self, index: int, verdict: Verdict) -> None:
-        if index in self.retried:
-            self.finish(index, verdict)
-        else:
-            self.retried.add(index)
-            self.pending.appendleft(index)
 
 
 def _summary(error: BaseException) -> str:

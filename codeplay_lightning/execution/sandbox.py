@@ -158,7 +158,7 @@ class Sandbox:
 
     def _execute(self, tasks: Sequence[Program | Call], on_verdict) -> list[Verdict]:
         started = time.perf_counter()
-        batch = _Batch(tasks, on_verdict)
+        batch = Batch(tasks, on_verdict)
         for index, task in enumerate(tasks):
             if (refusal := _refusal(task)) is not None:  # a verdict at once: nothing of it reaches a warden
                 batch.pending.remove(index)
@@ -226,7 +226,7 @@ class Sandbox:
         self._selector.register(reply_read, selectors.EVENT_READ, warden)
         return warden
 
-    def _dispatch(self, warden: _Warden, batch: "_Batch") -> None:
+    def _dispatch(self, warden: _Warden, batch: "Batch") -> None:
         index = batch.pending.popleft()
         task = batch.tasks[index]
         warden.task, warden.sequence = index, warden.sequence + 1
@@ -254,7 +254,7 @@ class Sandbox:
         elif registered and not warden.outbox:
             self._selector.unregister(warden.request_fd)
 
-    def _pump(self, batch: "_Batch | None", wake: float) -> None:
+    def _pump(self, batch: "Batch | None", wake: float) -> None:
         """Read and write until `wake`; handle replies and any overrun."""
         for key, _ in self._selector.select(max(0.0, wake - time.monotonic())):
             warden: _Warden = key.data
@@ -285,7 +285,7 @@ class Sandbox:
                 self._discard(warden)
                 raise RuntimeError(f"a sandbox warden did not start within {STARTUP_SECONDS:g} s")
 
-    def _on_frame(self, warden: _Warden, frame: list[str], batch: "_Batch | None") -> bool:
+    def _on_frame(self, warden: _Warden, frame: list[str], batch: "Batch | None") -> bool:
         """Handle one frame; False when the warden was discarded (the rest is not to be trusted)."""
         kind = frame[0] if frame else ""
         if kind == "pid" and len(frame) == 2 and warden.pid is None and frame[1].isdigit() and len(frame[1]) < 10:
@@ -346,7 +346,7 @@ class Sandbox:
             self._warned.add(warden.isolation)
             warnings.warn(f"sandbox isolation is degraded: {warden.exposure} ({warden.isolation})", stacklevel=6)
 
-    def _lost(self, warden: _Warden, batch: "_Batch | None", why: str) -> None:
+    def _lost(self, warden: _Warden, batch: "Batch | None", why: str) -> None:
         """A warden that died, stopped answering or misbehaved: replaced, its program run once more, then a
         JUDGE_ERROR (the sandbox's fault, not the program's)."""
         index = warden.task
@@ -384,8 +384,9 @@ class Sandbox:
         warden.launcher.wait()
 
 
-class _Batch:
-    """The programs or calls of one `verify` or `apply`: which are pending, which have verdicts."""
+class Batch:
+    """The programs or calls of one `verify` or `apply`: which are pending, which have verdicts; each program lost
+    with its warden runs once more, then gets the verdict it was lost with (`retry`)."""
 
     def __init__(self, tasks: Sequence[Program | Call], on_verdict):
         self.tasks, self.on_verdict = tasks, on_verdict
