@@ -57,7 +57,7 @@ from .protocol import (
     wall_guard,
     write_all,
 )
-from .seccomp import ALLOWED, zygote_filter
+from .seccomp import allowed, zygote_filter
 from .zygote import JUDGE_UID, KILL_SECONDS, NOBODY, Zygote
 
 PROGRAM_PROCESSES = 32  # processes one program may have at once (itself included); in the user world, threads
@@ -192,7 +192,7 @@ class Warden:
             if self.cpu is not None
             else "the clock: wall time (a program beside a busy one can time out)"
         )
-        filtered = f"seccomp: {ALLOWED}" if self.seccomp else "no seccomp filter on this architecture"
+        filtered = f"seccomp: {allowed(self.one_process)}" if self.seccomp else "no seccomp filter on this architecture"
         own = (
             "each program process in pid and mount namespaces of its own (no /proc, a fresh /tmp), "
             "a read-only root of its own on a tmpfs (the stdlib, offered packages, their libraries)"

@@ -187,14 +187,21 @@ NONE_OF = {  # name: (argument, bits it may not have (the low 32 bits))
 }
 SIGNALLING = ("kill", "tkill", "tgkill")
 COLUMN = 0 if os.uname().machine == "x86_64" else 1  # this machine's numbers in SYSCALLS
-ALLOWED = (  # in words, for the isolation report
-    f"an allowlist of {sum(n[COLUMN] is not None for name, n in SYSCALLS.items() if name not in ZYGOTE_NEEDS)} "
-    "syscalls (files, memory, threads and fork, signals, the time), all else refused: no IPC, sockets, pipes, "
-    "keyrings, ptrace, pidfds, namespaces, mounts, locks, watches, page-cache probes, aio, limits set"
-)
+
 EPERM, ENOSYS = 1, 38
 RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 LOAD, JUMP_EQUAL, JUMP_AT_LEAST, JUMP_ANY_BIT, RETURN = 0x20, 0x15, 0x35, 0x45, 0x06  # classic BPF opcodes
+
+
+def allowed(threads_only: bool) -> str:
+    """The allowlist in words, for the isolation report."""
+    size = sum(numbers[COLUMN] is not None for name, numbers in SYSCALLS.items() if name not in ZYGOTE_NEEDS)
+    processes = "threads" if threads_only else "threads and fork"
+    return (
+        f"an allowlist of {size} syscalls (files, memory, {processes}, signals, the time), all else refused: no IPC, "
+        "sockets, pipes, keyrings, ptrace, pidfds, namespaces, mounts, locks, watches, page-cache probes, aio, limits "
+        "set"
+    )
 
 
 def _bpf(code: int, true: int, false: int, value: int) -> bytes:
