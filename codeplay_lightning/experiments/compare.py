@@ -15,18 +15,20 @@ the pass rate 1/D of the current and of the initial Solver on those puzzles, eac
 pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n; the effects by run then measure
 each seed's learning run against the fixed-Solver run of its seed and against its own initial Solver. With fixed
 Solvers only, as in the preset sweep, current and initial are one Solver: no section.
-Runs from before self-play are reported as they always were.
+Runs from before self-play are reported as they always were. Where the runs' `iterations.jsonl` give each
+iteration's peak resident memory, `memory.png` and a "Memory" section show it against its goal.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from codeplay_lightning.experiments.figures import plot, plot_effects, plot_selfplay
+from codeplay_lightning.experiments.figures import plot, plot_effects, plot_memory, plot_selfplay
 from codeplay_lightning.experiments.report import report
 from codeplay_lightning.experiments.runs import PANELS, read_runs
 from codeplay_lightning.experiments.summaries import (
     by_run,
+    memory_summary,
     sample_last,
     selfplay_summaries,
     spread_between_seeds,
@@ -48,12 +50,16 @@ def compare(run_dirs: list[Path], out: Path, seed: int = 0, iterations: int | No
     findings = by_run(runs, selfplay)
     if spread_between_seeds(findings[1]):
         plot_effects(findings[1], out / "effects.png")
+    memory = [row for row in map(memory_summary, runs) if row is not None]
+    if memory:
+        plot_memory(runs, out / "memory.png")
     summaries = [summary(run) | {"sampled": sample_last(run.puzzles, seed)} for run in runs]
-    (out / "report.md").write_text(report(runs, summaries, selfplay, findings, seed))
+    (out / "report.md").write_text(report(runs, summaries, selfplay, findings, memory, seed))
     return {
         "figure": out / "figure.png",
         "report": out / "report.md",
         "panels": list(PANELS),
         "runs": summaries,
         "selfplay": {"figure": out / "selfplay.png", "runs": selfplay} if selfplay else None,
+        "memory": {"figure": out / "memory.png", "runs": memory} if memory else None,
     }

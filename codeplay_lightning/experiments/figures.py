@@ -1,6 +1,7 @@
 """The comparison's figures: `figure.png` (the paper's figure 2: R_d, R_n and R against puzzles generated, one line
-per run), `selfplay.png` (the Solvers' pass rates, their evaluations over BC phases, R_n) and `effects.png` (the
-effects by run: each seed's, and their mean with its between-seed interval)."""
+per run), `selfplay.png` (the Solvers' pass rates, their evaluations over BC phases, R_n), `effects.png` (the
+effects by run: each seed's, and their mean with its between-seed interval) and `memory.png` (each iteration's peak
+resident memory against its goal)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from codeplay_lightning.experiments.runs import PANELS, WINDOW, TrainingRun
 from codeplay_lightning.experiments.statistics import trailing_mean
-from codeplay_lightning.experiments.summaries import evaluation_curves, pass_rates
+from codeplay_lightning.experiments.summaries import evaluation_curves, memory_goal_gib, pass_rates
 
 # the paper's figure 2 colours for its presets; other runs take matplotlib's cycle
 COLOURS = {
@@ -113,6 +114,27 @@ def plot_effects(effects: list[dict], path: Path) -> None:
     for seed in seeds:
         axis.plot([], [], "o", color=f"C{seeds.index(seed)}", label=f"seed {seed}")
     axis.errorbar([], [], xerr=[], fmt="D", color="black", capsize=3, label="mean, 95% interval")
+    _legend(figure, axis)
+    figure.savefig(path, dpi=120)
+
+
+def plot_memory(runs: list[TrainingRun], path: Path) -> None:
+    """memory.png: each iteration's peak RSS, a line per run, and a black line at each goal that applies."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(12, 5), layout="constrained")
+    axis = figure.subplots()
+    for run, colour in zip(runs, colours(runs)):
+        peaks = [(record["iteration"], record["peak_rss_gib"]) for record in run.iterations if "peak_rss_gib" in record]
+        if peaks:
+            axis.plot(*zip(*peaks), label=run.label, color=colour, marker=".")
+    goals = {memory_goal_gib(run): run.solver_learns for run in runs}
+    for goal, learns in sorted(goals.items()):
+        whose, style = ("the Solver learns", ":") if learns else ("the Setter alone", "--")
+        axis.axhline(goal, color="black", linestyle=style, linewidth=0.8, label=f"goal, {whose}: {goal:g} GiB")
+    axis.set(title="peak resident memory per iteration", xlabel="iteration", ylabel="peak RSS (GiB)")
+    axis.set_ylim(0, max(axis.get_ylim()[1], max(goals, default=0) * 1.1))
+    axis.grid(alpha=0.3)
     _legend(figure, axis)
     figure.savefig(path, dpi=120)
 

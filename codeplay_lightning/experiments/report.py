@@ -14,10 +14,12 @@ def report(
     summaries: list[dict],
     selfplay: list[dict],
     by_run: tuple[dict[int | None, list[dict]], list[dict]],
+    memory: list[dict],
     seed: int,
 ) -> str:
-    """The report of `compare`'s findings: each run's `summaries`, `selfplay`'s summaries, and `by_run` (each seed's
-    rows against its baseline, the effects by run), with `seed` the seed of the appendix's samples."""
+    """The report of `compare`'s findings: each run's `summaries`, `selfplay`'s summaries, `by_run` (each seed's
+    rows against its baseline, the effects by run) and the runs' `memory` summaries, with `seed` the seed of the
+    appendix's samples."""
     lines = [
         "# Setter training runs compared",
         "",
@@ -49,6 +51,7 @@ def report(
     for run_seed, rows in within.items():
         lines += baseline_report(rows, run_seed if several else None)
     lines += selfplay_report(selfplay) if selfplay else []
+    lines += memory_report(memory) if memory else []
     lines += [
         "## Puzzles at the end of training (as the paper's appendix C)",
         "",
@@ -180,6 +183,30 @@ def selfplay_report(rows: list[dict]) -> list[str]:
             lines += [f"| {name} {key} | {_number(first)} | {_number(last)} |" for key, (first, last) in keys.items()]
         lines.append("")
     return lines
+
+
+def memory_report(rows: list[dict]) -> list[str]:
+    """The "Memory" section: each run's peak resident memory per iteration in brief, against its goal."""
+    lines = [
+        "## Memory",
+        "",
+        "![Peak resident memory per iteration](memory.png)",
+        "",
+        "Each iteration's peak resident memory (`peak_rss_gib` in `iterations.jsonl`), in GiB, against the goals "
+        "for the CPU scale (`docs/results/speed.md`): 6 GiB for a run that trains the Setter alone, 8 GiB for one "
+        "whose Solver also learns. Growth: the least-squares slope per 10 iterations, ± its SE.",
+        "",
+        "| run | iterations | first | last | highest (iteration) | growth per 10 iterations | goal | "
+        "iterations over it |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for row in rows:
+        growth = "–" if row["growth"] is None else f"{row['growth'][0]:+.3f} ± {row['growth'][1]:.3f}"
+        lines.append(
+            f"| {row['label']} | {row['iterations']} | {row['first']:.2f} | {row['last']:.2f} | "
+            f"{row['highest']:.2f} ({row['highest_at']}) | {growth} | {row['goal']:g} | {row['over']} |"
+        )
+    return [*lines, ""]
 
 
 def _within(se: float | None, scale: int) -> str:

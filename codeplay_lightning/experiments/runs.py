@@ -35,6 +35,7 @@ class TrainingRun:
     phases: dict[int, dict[str, dict]] = field(default_factory=dict)  # solver.jsonl's evaluations by BC phase
     learn_every: int | None = None  # selfplay.learn_every (0: a fixed Solver); None: not in config.yaml
     seed: int | None = None  # trainer.seed; None: not in config.yaml
+    iterations: list[dict] = field(default_factory=list)  # iterations.jsonl's records, in order, each iteration once
 
     def smoothed(self, key: str) -> np.ndarray:
         return trailing_mean([puzzle[key] for puzzle in self.puzzles], WINDOW)
@@ -81,11 +82,10 @@ def read_run(run_dir: Path, iterations: int | None = None) -> TrainingRun:
         puzzles = [puzzle for puzzle in puzzles if puzzle["iteration"] < iterations]
     if not puzzles:
         notes.append("no puzzles logged yet: this run is left out of the figure")
-    planned, finished = config.get("trainer", {}).get("iterations"), records_file(run_dir, "iterations.jsonl")
-    if planned and finished is not None:
-        done = len({record["iteration"] for line in records_lines(finished) if (record := _parse(line))})
-        if done < planned:
-            notes.append(f"{done} of {planned} iterations finished: still training, or stopped")
+    planned, logged = config.get("trainer", {}).get("iterations"), records_file(run_dir, "iterations.jsonl")
+    finished = read_iterations(logged)
+    if planned and logged is not None and len(finished) < planned:
+        notes.append(f"{len(finished)} of {planned} iterations finished: still training, or stopped")
     phases = read_phases(records_file(run_dir, "solver.jsonl"), notes, iterations)
     # runs recorded before self-play had a section of its own kept the key under `solver`
     learn_every = config.get("selfplay", config.get("solver", {})).get("learn_every")
@@ -99,6 +99,7 @@ def read_run(run_dir: Path, iterations: int | None = None) -> TrainingRun:
         phases=phases,
         learn_every=learn_every,
         seed=seed,
+        iterations=[record for record in finished if iterations is None or record["iteration"] < iterations],
     )
 
 
@@ -154,6 +155,15 @@ def read_puzzles(path: Path, notes: list[str]) -> list[dict]:
     if logged > len(by_index):
         notes.append(f"{logged - len(by_index)} puzzles logged twice (a resumed run): counted once, the last kept")
     return [by_index[index] for index in sorted(by_index)]
+
+
+def read_iterations(path: Path | None) -> list[dict]:
+    """iterations.jsonl's records in iteration order, each iteration once, the last kept (a resumed run may log its
+    interrupted iteration again); [] without the file. A line cut short is skipped."""
+    if path is None:
+        return []
+    by_iteration = {record["iteration"]: record for line in records_lines(path) if (record := _parse(line))}
+    return [by_iteration[iteration] for iteration in sorted(by_iteration)]
 
 
 def read_phases(path: Path | None, notes: list[str], iterations: int | None = None) -> dict[int, dict[str, dict]]:

@@ -246,3 +246,33 @@ def selfplay_summary(run: TrainingRun) -> dict:
         },
         "evaluations": dict(evaluations),
     }
+
+
+def memory_goal_gib(run: TrainingRun) -> float:
+    """docs/results/speed.md's goal for an iteration's peak resident memory at the CPU scale: 6 GiB for a run that
+    trains the Setter alone, 8 GiB for one whose Solver also learns (its BC phases hold a second model's training)."""
+    return 8.0 if run.solver_learns else 6.0
+
+
+def memory_summary(run: TrainingRun) -> dict | None:
+    """Each iteration's peak RSS (`peak_rss_gib`) in brief: `first`, `last`, `highest` and its iteration
+    `highest_at`, `growth` (the least-squares slope per 10 iterations ± SE; None under 3 iterations), the `goal`
+    and how many iterations were `over` it. None when the records give no peak."""
+    peaks = [(record["iteration"], record["peak_rss_gib"]) for record in run.iterations if "peak_rss_gib" in record]
+    if not peaks:
+        return None
+    iterations, gib = zip(*peaks)
+    highest_at, highest = max(peaks, key=lambda peak: peak[1])
+    slope = slope_and_se([iteration / 10 for iteration in iterations], list(gib))
+    goal = memory_goal_gib(run)
+    return {
+        "label": run.label,
+        "iterations": len(peaks),
+        "first": gib[0],
+        "last": gib[-1],
+        "highest": highest,
+        "highest_at": highest_at,
+        "growth": slope,
+        "goal": goal,
+        "over": sum(peak > goal for peak in gib),
+    }

@@ -588,3 +588,61 @@ def test_iterations_compares_each_runs_first_n_as_if_its_records_ended_there(tmp
     error = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "--iterations: '0' is not a number of iterations (1 or more)" in error
     assert "\n" not in error
+
+
+def write_iterations(run_dir: Path, peaks: list[float | None], tail: str = "") -> None:
+    """iterations.jsonl with each iteration's peak RSS (None: a record without one, as runs before it was logged)."""
+    records = [{"iteration": n} | ({} if gib is None else {"peak_rss_gib": gib}) for n, gib in enumerate(peaks)]
+    (run_dir / "iterations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+
+
+def test_memory_is_each_iterations_peak_in_brief_against_its_runs_goal(tmp_path):
+    """First, last, highest (and where), the least-squares growth per 10 iterations against a naive formula, and
+    the iterations over the goal: 6 GiB for a Setter-only run, 8 GiB for one whose Solver learns. A resumed run's
+    repeated iteration counts once (the last record); a line cut short is skipped."""
+    peaks = [2.0, 2.5, 6.5, 3.0, 3.2, 6.1]
+    none = write_run(tmp_path, "none", [puzzle(i) for i in range(1, 60)], "w_difficulty: 0\n  w_novelty: 0")
+    # iteration 3 logged before a crash, then again by the resumed run; the last line cut short by a kill
+    logged = [(0, 2.0), (1, 2.5), (2, 6.5), (3, 9.9), (3, 3.0), (4, 3.2), (5, 6.1)]
+    records = [json.dumps({"iteration": n, "peak_rss_gib": gib}) for n, gib in logged]
+    (none / "iterations.jsonl").write_text("\n".join(records) + '\n{"iteration": 6, "peak_')
+    learner = write_run(tmp_path, "selfplay", [selfplay_puzzle(i, 2.0, 2.0) for i in range(1, 30)])
+    (learner / "config.yaml").write_text((learner / "config.yaml").read_text() + "selfplay:\n  learn_every: 2\n")
+    write_iterations(learner, [None, 7.5, 8.5])
+    result = compare([none, learner], tmp_path / "out")
+    first, second = result["memory"]["runs"]
+    x = np.arange(len(peaks)) / 10
+    slope = sum((a - x.mean()) * (b - np.mean(peaks)) for a, b in zip(x, peaks)) / sum((a - x.mean()) ** 2 for a in x)
+    residuals = [b - np.mean(peaks) - slope * (a - x.mean()) for a, b in zip(x, peaks)]
+    se = (sum(r * r for r in residuals) / (len(peaks) - 2) / sum((a - x.mean()) ** 2 for a in x)) ** 0.5
+    assert (first["iterations"], first["first"], first["last"], first["highest"], first["highest_at"]) == (
+        6,
+        2.0,
+        6.1,
+        6.5,
+        2,
+    )
+    assert first["growth"] == pytest.approx((slope, se))
+    assert (first["goal"], first["over"]) == (6.0, 2)
+    assert (second["iterations"], second["growth"], second["goal"], second["over"]) == (2, None, 8.0, 1)
+    report = result["report"].read_text()
+    assert "| none (w_d=0, w_n=0) | 6 | 2.00 | 6.10 | 6.50 (2) |" in report
+    assert "| selfplay (w_d=1, w_n=1) | 2 | 7.50 | 8.50 | 8.50 (2) | – | 8 | 1 |" in report
+    height, width, _ = imread(result["memory"]["figure"]).shape
+    assert width > height > 0
+
+
+def test_runs_without_peaks_have_no_memory_section(tmp_path):
+    run = write_run(tmp_path, "balanced", [puzzle(i) for i in range(1, 30)])
+    write_iterations(run, [None, None])
+    result = compare([run], tmp_path / "out")
+    assert result["memory"] is None
+    assert "## Memory" not in result["report"].read_text()
+    assert not (tmp_path / "out" / "memory.png").exists()
+
+
+def test_compare_iterations_cuts_the_memory_records_too(tmp_path):
+    run = write_run(tmp_path, "none", [puzzle(i) for i in range(1, 60)], "w_difficulty: 0\n  w_novelty: 0")
+    write_iterations(run, [2.0, 2.1, 2.2, 5.0, 5.1])
+    (row,) = compare([run], tmp_path / "out", iterations=3)["memory"]["runs"]
+    assert (row["iterations"], row["last"], row["highest"]) == (3, 2.2, 2.2)
