@@ -39,12 +39,19 @@ import torch
 from torch import nn
 
 from codeplay_lightning.config import SelfPlayConfig
+from codeplay_lightning.models.architectures import attention_paths
 from codeplay_lightning.models.sampling import common_prefix_length
-from codeplay_lightning.models.scoring import score_actions
+from codeplay_lightning.models.scoring import PACK_TOKENS, balanced_budget, pack_rows, score_actions
 from codeplay_lightning.puzzles import Puzzle, solver_prompt
 from codeplay_lightning.solver.few_shot import G_HEADER, PuzzleResult
 
 BC_MAX_GRAD_NORM = 1.0  # as the warm start's fine-tuning
+# token slots (scored tokens, padding included) one BC forward keeps for its backward; a step's rows beyond them
+# run in further forwards, their gradients summed. At the CPU scale in bf16 a step holds ~0.6 GiB + ~0.9 MiB a slot
+# (measured under jemalloc): 1,536 slots keep a BC phase's iteration at about 7.4 GiB or less over the self-play
+# records. Uncapped, one 799-token corpus pair padded all 11 packs of its step to 798 (8,778 slots for 2,578
+# tokens) and its iteration peaked at 13.6 GiB.
+BC_SLOTS = 1536
 # what a solution may import to enter the BC data (`plain_solution`): the pure modules P3's solutions use
 PLAIN_MODULES = frozenset(
     {"math", "itertools", "collections", "functools", "heapq", "bisect", "string", "re", "typing", "fractions"}
@@ -246,6 +253,37 @@ def bc_loss(
     return -(logprobs * target).sum(), int(target.sum())
 
 
+def bc_groups(
+    sequences: Sequence[tuple[list[int], int]], slots: int, packed: bool = True
+) -> list[list[tuple[list[int], int]]]:
+    """`sequences` in groups, longest first, each scored by one `bc_loss` in at most `slots` token slots (a
+    sequence longer than that alone). Slots are what `score_actions` runs behind the shared prefix: on the packed
+    path its packs, every one as long as the longest (one long row pads them all); on the row path each row with
+    the prompt, as long as the longest. A step's loss and gradient are sums over its sequences, so any grouping
+    gives the same step; the prefix runs once more per further group."""
+    shared = min(common_prefix_length([ids for ids, _ in sequences]), *(length for _, length in sequences))
+    groups: list[list[tuple[list[int], int]]] = []
+    fed: list[list[int]] = []  # tokens each row feeds behind the prefix, per group
+    for sequence in sorted(sequences, key=lambda sequence: len(sequence[0]), reverse=True):
+        count = len(sequence[0]) - shared - 1
+        if groups and scored_slots([*fed[-1], count], shared, packed) <= slots:
+            groups[-1].append(sequence)
+            fed[-1].append(count)
+        else:
+            groups.append([sequence])
+            fed.append([count])
+    return groups
+
+
+def scored_slots(fed: list[int], prefix: int, packed: bool) -> int:
+    """Token slots `score_actions` runs for rows feeding `fed` tokens behind a `prefix`-token prompt: its packs
+    (`_packed_states`), or its rows with the prompt (`_row_states`)."""
+    if not packed:
+        return len(fed) * (prefix + max(fed) + 1)
+    packs, offsets = pack_rows(fed, balanced_budget(fed, PACK_TOKENS))
+    return (packs[-1] + 1) * max(offset + count for offset, count in zip(offsets, fed))
+
+
 def sharing_copy(model: nn.Module) -> nn.Module:
     """A copy of `model`'s modules whose parameters are `model`'s own tensors: adapters injected into the copy
     leave `model` as it is, and the copy costs no weights. Moves of `model` move them for both (they are moved
@@ -343,13 +381,15 @@ class SolverLearner:
 
     def _step(self, mine: Sequence[tuple[list[int], int]], sum_over_ranks: SumOverRanks, device) -> float:
         adapters = self.adapters()
-        loss, tokens = torch.zeros((), device=device), 0
-        if mine:
-            with torch.autocast(device.type, self.autocast, enabled=self.autocast is not None):
-                loss, tokens = bc_loss(self.model, mine, device, self.recompute_activations)
+        loss = torch.zeros((), device=device)
+        tokens = sum(len(ids) - prompt_length for ids, prompt_length in mine)  # bc_loss's count, summed
         total = sum_over_ranks(torch.tensor(float(tokens), device=device))
-        if mine:
-            (loss / total).backward()
+        groups = bc_groups(mine, BC_SLOTS, attention_paths(self.model).fast) if mine else []
+        for group in groups:  # at most BC_SLOTS token slots kept for a backward at a time
+            with torch.autocast(device.type, self.autocast, enabled=self.autocast is not None):
+                group_loss, _ = bc_loss(self.model, group, device, self.recompute_activations)
+            (group_loss / total).backward()
+            loss = loss + group_loss.detach()
         gradients = torch.cat([_gradient(parameter).flatten() for parameter in adapters])
         gradients = sum_over_ranks(gradients)
         offset = 0

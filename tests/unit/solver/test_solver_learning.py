@@ -25,13 +25,15 @@ from codeplay_lightning.config import SelfPlayConfig, SolverConfig
 from codeplay_lightning.execution.warden.answers import encode_answer
 from codeplay_lightning.execution.warden.protocol import pack
 from codeplay_lightning.puzzles import Puzzle, fewshot_puzzles, solver_prompt
-from codeplay_lightning.solver import FewShotSolver
+from codeplay_lightning.solver import FewShotSolver, learning
 from codeplay_lightning.solver.learning import (
     ReplayBuffer,
     SolverLearner,
+    bc_groups,
     bc_loss,
     bc_sequences,
     plain_solution,
+    scored_slots,
     sharing_copy,
     verified_pairs,
 )
@@ -396,6 +398,43 @@ def test_learning_on_two_ranks_equals_learning_on_one(tiny_llama, char_tokenizer
         torch.testing.assert_close(mine, reference, rtol=1e-9, atol=1e-12)
         moved += not torch.equal(reference, before)
     assert moved == len(start)  # every adapter learned
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_bc_groups_keep_each_forward_within_its_slots_and_a_long_sequence_alone(packed):
+    """Every sequence once, longest first; each group within the slots unless it is one sequence; one long
+    sequence no longer pads the packs of the short ones."""
+    prefix = list(range(50))
+    lengths = [30, 400, 12, 90, 90, 250, 7, 60, 130, 45]
+    sequences = [(prefix + [1000 + i] * length, len(prefix) + 3) for i, length in enumerate(lengths)]
+    groups = bc_groups(sequences, 300, packed)
+
+    grouped = [sequence for group in groups for sequence in group]
+    assert sorted(map(id, grouped)) == sorted(map(id, sequences))
+    assert [len(ids) for ids, _ in grouped] == sorted((len(ids) for ids, _ in sequences), reverse=True)
+    for group in groups:
+        fed = [len(ids) - len(prefix) - 1 for ids, _ in group]
+        assert len(group) == 1 or scored_slots(fed, len(prefix), packed) <= 300
+    assert len(groups[0]) == 1 and len(groups[0][0][0]) == len(prefix) + 400
+    assert len(bc_groups(sequences, 10**6, packed)) == 1
+
+
+def test_a_step_in_groups_is_the_step_whole(tiny_llama, char_tokenizer, float64_norms, monkeypatch):
+    """A step scored one sequence per forward (BC_SLOTS = 1), its gradients summed over the forwards, gives the
+    same losses and adapters as the step scored whole."""
+    initial = copy.deepcopy(tiny_llama).double()
+    whole, grouped = (new_learner(initial, char_tokenizer, corpus=CORPUS, **SHARDED) for _ in range(2))
+    expected = learn_phases(whole, lambda tensor: tensor, rank=0, world_size=1)
+    forwards = []
+    monkeypatch.setattr(learning, "BC_SLOTS", 1)
+    monkeypatch.setattr(learning, "bc_loss", lambda *args: forwards.append(len(args[1])) or bc_loss(*args))
+    records = learn_phases(grouped, lambda tensor: tensor, rank=0, world_size=1)
+
+    assert forwards and set(forwards) == {1}
+    for record, reference in zip(records, expected, strict=True):
+        assert record == pytest.approx(reference, rel=1e-9)
+    for mine, reference in zip(grouped.adapters(), whole.adapters(), strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-9, atol=1e-12)
 
 
 # ---------------------------------------------------------------- what enters the BC data
