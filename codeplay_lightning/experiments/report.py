@@ -51,6 +51,7 @@ def report(
     for run_seed, rows in within.items():
         lines += baseline_report(rows, run_seed if several else None)
     lines += selfplay_report(selfplay) if selfplay else []
+    lines += evaluation_report(runs) if any(run.evaluations for run in runs) else []
     lines += memory_report(memory) if memory else []
     lines += [
         "## Puzzles at the end of training (as the paper's appendix C)",
@@ -183,6 +184,31 @@ def selfplay_report(rows: list[dict]) -> list[str]:
             lines += [f"| {name} {key} | {_number(first)} | {_number(last)} |" for key, (first, last) in keys.items()]
         lines.append("")
     return lines
+
+
+def evaluation_report(runs: list[TrainingRun]) -> list[str]:
+    """The section of the Setter's evaluations apart from its reward (`eval.jsonl`): a row per evaluation."""
+    lines = [
+        "## The Setter evaluated apart from its reward",
+        "",
+        "Every `evaluation.every` iterations the current policy writes the same number of puzzles from a fixed "
+        "prompt and sampling seed, judged by the frozen initial Solver (`eval.jsonl`, `eval/*` in TensorBoard); "
+        "R_n against a fixed reference set, not the run's archive. Hard but solvable: solved, but not by every "
+        "attempt (D > 1). Shares in % of the puzzles written; solved of valid in % of the valid ones.",
+        "",
+        "| run | after iteration | puzzles | valid % | solved of valid % | hard but solvable % | distinct % | "
+        "mean R_n |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for run in runs:
+        for record in run.evaluations:
+            summary = record["summary"]
+            shares = (summary[key] for key in ("valid", "solved_of_valid", "hard_but_solvable", "distinct"))
+            lines.append(
+                f"| {run.label} | {record['iteration']} | {summary['puzzles']} | "
+                f"{' | '.join(map(_percent, shares))} | {_number(summary['mean_r_n'])} |"
+            )
+    return [*lines, ""]
 
 
 def memory_report(rows: list[dict]) -> list[str]:

@@ -36,6 +36,7 @@ class TrainingRun:
     learn_every: int | None = None  # selfplay.learn_every (0: a fixed Solver); None: not in config.yaml
     seed: int | None = None  # trainer.seed; None: not in config.yaml
     iterations: list[dict] = field(default_factory=list)  # iterations.jsonl's records, in order, each iteration once
+    evaluations: list[dict] = field(default_factory=list)  # eval.jsonl's, the same way (the Setter's `eval/*` curve)
 
     def smoothed(self, key: str) -> np.ndarray:
         return trailing_mean([puzzle[key] for puzzle in self.puzzles], WINDOW)
@@ -83,7 +84,7 @@ def read_run(run_dir: Path, iterations: int | None = None) -> TrainingRun:
     if not puzzles:
         notes.append("no puzzles logged yet: this run is left out of the figure")
     planned, logged = config.get("trainer", {}).get("iterations"), records_file(run_dir, "iterations.jsonl")
-    finished = read_iterations(logged)
+    finished = read_by_iteration(logged)
     if planned and logged is not None and len(finished) < planned:
         notes.append(f"{len(finished)} of {planned} iterations finished: still training, or stopped")
     phases = read_phases(records_file(run_dir, "solver.jsonl"), notes, iterations)
@@ -99,7 +100,8 @@ def read_run(run_dir: Path, iterations: int | None = None) -> TrainingRun:
         phases=phases,
         learn_every=learn_every,
         seed=seed,
-        iterations=[record for record in finished if iterations is None or record["iteration"] < iterations],
+        iterations=first_iterations(finished, iterations),
+        evaluations=first_iterations(read_by_iteration(records_file(run_dir, "eval.jsonl")), iterations),
     )
 
 
@@ -157,13 +159,18 @@ def read_puzzles(path: Path, notes: list[str]) -> list[dict]:
     return [by_index[index] for index in sorted(by_index)]
 
 
-def read_iterations(path: Path | None) -> list[dict]:
-    """iterations.jsonl's records in iteration order, each iteration once, the last kept (a resumed run may log its
-    interrupted iteration again); [] without the file. A line cut short is skipped."""
+def read_by_iteration(path: Path | None) -> list[dict]:
+    """A records file of one line per iteration (iterations.jsonl, eval.jsonl) in iteration order, each iteration
+    once, the last kept (a resumed run may log its interrupted iteration again); [] without the file. A line cut
+    short is skipped."""
     if path is None:
         return []
     by_iteration = {record["iteration"]: record for line in records_lines(path) if (record := _parse(line))}
     return [by_iteration[iteration] for iteration in sorted(by_iteration)]
+
+
+def first_iterations(records: list[dict], iterations: int | None) -> list[dict]:
+    return records if iterations is None else [record for record in records if record["iteration"] < iterations]
 
 
 def read_phases(path: Path | None, notes: list[str], iterations: int | None = None) -> dict[int, dict[str, dict]]:

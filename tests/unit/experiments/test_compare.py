@@ -646,3 +646,32 @@ def test_compare_iterations_cuts_the_memory_records_too(tmp_path):
     write_iterations(run, [2.0, 2.1, 2.2, 5.0, 5.1])
     (row,) = compare([run], tmp_path / "out", iterations=3)["memory"]["runs"]
     assert (row["iterations"], row["last"], row["highest"]) == (3, 2.2, 2.2)
+
+
+def test_the_setters_evaluations_are_a_row_each_the_last_of_a_repeated_iteration_kept(tmp_path):
+    """eval.jsonl's summaries in the report, in iteration order, in % and R_n as they are; an evaluation logged again
+    by a resumed run counts once, and `--iterations` drops those after its cut."""
+    run = write_run(tmp_path, "balanced", [puzzle(i) for i in range(1, 60)])
+    summary = {"puzzles": 32, "valid": 0.75, "solved_of_valid": 0.5, "hard_but_solvable": 0.25, "distinct": 1.0}
+    records = [
+        {"iteration": 9, "summary": summary | {"mean_r_n": 0.3}},
+        {"iteration": 19, "summary": summary | {"mean_r_n": 0.9}},  # before a crash
+        {"iteration": 19, "summary": summary | {"mean_r_n": 0.2}},  # the resumed run's
+        {"iteration": 29, "summary": summary | {"valid": 1.0, "mean_r_n": 0.1}},
+    ]
+    (run / "eval.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    report = compare([run], tmp_path / "out")["report"].read_text()
+    rows = [
+        line for line in report.splitlines() if line.startswith("| balanced (w_d=1, w_n=1) | ") and "| 32 |" in line
+    ]
+    assert rows == [
+        "| balanced (w_d=1, w_n=1) | 9 | 32 | 75.0 | 50.0 | 25.0 | 100.0 | 0.300 |",
+        "| balanced (w_d=1, w_n=1) | 19 | 32 | 75.0 | 50.0 | 25.0 | 100.0 | 0.200 |",
+        "| balanced (w_d=1, w_n=1) | 29 | 32 | 100.0 | 50.0 | 25.0 | 100.0 | 0.100 |",
+    ]
+    cut = compare([run], tmp_path / "cut", iterations=20)["report"].read_text()
+    assert "| 19 | 32 |" in cut and "| 29 | 32 |" not in cut
+    assert (
+        "## The Setter evaluated"
+        not in compare([write_run(tmp_path / "b", "none", [puzzle(1)])], tmp_path / "c")["report"].read_text()
+    )

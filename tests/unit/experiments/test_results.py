@@ -20,6 +20,7 @@ SYNTHESIS = ROOT / "docs" / "results" / "synthesis"
 COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the repository's root, and its --iterations
     "docs/results/sweep/report.md": (["docs/results/records/sweep/seed-*/*"], None),
     "docs/results/selfplay-pair/report.md": (["docs/results/records/selfplay/seed-*/*"], None),
+    "docs/results/sweep-50/report.md": (["docs/results/records/sweep-50/seed-*/*"], None),
     "docs/results/selfplay-difficulty/report.md": (
         ["docs/results/records/selfplay/seed-0/*", "docs/results/records/selfplay-difficulty/seed-0/*"],
         8,
@@ -188,3 +189,43 @@ def test_the_readme_synthesis_row_quotes_the_regenerated_families_table():
     )
     delta, clustered = re.fullmatch(r"-?([\d.]+) ± [\d.]+ \(([\d.]+)\)", table["gif-mcts"][7]).groups()
     assert f"({float(delta) / float(clustered):.1f} SE clustered by family)" in row
+
+
+def repeated(run: Path, record: Path, iterations: range) -> dict:
+    """plan-50's built-in check: `run`'s puzzles of `iterations` against those of the same index in `record`: how
+    many, how many of the same text, of those how many with fewer or more passes (a higher or lower D; unsolved is
+    D = ∞) and the largest difference in R."""
+    from codeplay_lightning.experiments.runs import read_run
+
+    recorded = {puzzle["index"]: puzzle for puzzle in read_run(record).puzzles}
+    mine = [puzzle for puzzle in read_run(run).puzzles if puzzle["iteration"] in iterations]
+    pairs = [(new, recorded[new["index"]]) for new in mine if new["puzzle"] == recorded[new["index"]]["puzzle"]]
+    d = [
+        (float("inf") if new["D"] is None else new["D"], float("inf") if old["D"] is None else old["D"])
+        for new, old in pairs
+    ]
+    return {
+        "puzzles": len(mine),
+        "same": len(pairs),
+        "fewer": sum(new > old for new, old in d),
+        "more": sum(new < old for new, old in d),
+        "R": max((abs(new["R"] - old["R"]) for new, old in pairs), default=0.0),
+    }
+
+
+def test_the_built_in_checks_are_what_the_records_give():
+    """docs/results/sweep-50/README.md's built-in check (plan-50): the 50-iteration runs' first iterations against
+    their round-4 records, as the committed records of both give them."""
+    text = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    records = ROOT / "docs" / "results" / "records"
+    none = repeated(records / "sweep-50/seed-0/none", records / "sweep/seed-0/none", range(10))
+    assert none["same"] == none["puzzles"] and none["R"] == 0
+    assert f"the same {none['same']} texts: {none['fewer'] + none['more']} puzzles differ in D " in text
+    assert f"({none['fewer']} fewer passes, {none['more']} more)" in text
+    stopped, round_4 = records / "sweep-50-stopped/seed-0/balanced", records / "sweep/seed-0/balanced"
+    first = repeated(stopped, round_4, range(1))
+    assert first["same"] == first["puzzles"] and first["fewer"] == first["more"] == 0
+    assert f"({first['same']} of {first['puzzles']} texts, D equal)" in text
+    assert f"by up to {first['R']:.1e}" in text
+    later = repeated(stopped, round_4, range(1, 50))
+    assert f"({later['same']} of the next {later['puzzles']} equal)" in text
