@@ -7,6 +7,7 @@ both (the model's own cache).
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 
@@ -141,16 +142,19 @@ class _SlotRing:
             layer.keys = keys.new_zeros(n_rows, keys.shape[0], self.width, keys.shape[-1])
             layer.values = values.new_zeros(n_rows, values.shape[0], self.width, values.shape[-1])
             layer.is_initialized = True
-            layer.update = functools.partial(_write_column, self, layer)
+            # weak references: a strong one from the layer to itself or the ring would make a reference cycle, which
+            # only the cyclic collector frees, and it may not run for many iterations (the cache's memory with it)
+            layer.update = functools.partial(_write_column, weakref.ref(self), weakref.ref(layer))
         self.sees = torch.zeros(n_rows, self.width, dtype=torch.bool, device=device)
         self.positions = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         self.logits = example.logits.new_empty(n_rows, example.logits.shape[-1])
 
 
 def _write_column(
-    ring: _SlotRing, layer, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ring_ref: weakref.ref, layer_ref: weakref.ref, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A ring layer's update: this step's keys and values (B, H_kv, 1, D) into the column being written."""
+    ring, layer = ring_ref(), layer_ref()
     layer.keys[:, :, ring.written] = key_states[:, :, 0]
     layer.values[:, :, ring.written] = value_states[:, :, 0]
     return layer.keys, layer.values
@@ -306,15 +310,20 @@ def _new_cache(model: PreTrainedModel, max_cache_len: int) -> StaticCache:
     """A preallocated cache of the rows' own tokens: a growing one copies itself at every step. It holds the dtype
     the shared-prefix attention computes in, so that no step converts the whole cache (a static layer holds one
     dtype; under autocast RoPE leaves keys in float32 and values in bf16). It is small: the prompt's keys and
-    values are held once, outside it."""
+    values are held once, outside it.
+
+    A layer's update holds the layer by a weak reference: a strong one (its own bound `update`) would be a reference
+    cycle, which frees the cache only when the cyclic collector runs, and a long run's full collections are rare:
+    every sampling's caches then stayed in memory, and the peak grew iteration after iteration."""
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
     dtype = compute_dtype(model.device, model.dtype)
     for layer in cache.layers:
-        layer.update = functools.partial(_update_in, dtype, layer.update)
+        layer.update = functools.partial(_update_in, dtype, weakref.ref(layer))
     return cache
 
 
 def _update_in(
-    dtype: torch.dtype, update, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    dtype: torch.dtype, layer_ref: weakref.ref, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return update(key_states.to(dtype), value_states.to(dtype), *args, **kwargs)
+    layer = layer_ref()
+    return type(layer).update(layer, key_states.to(dtype), value_states.to(dtype), *args, **kwargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import string
@@ -312,6 +313,23 @@ def test_streams_do_not_depend_on_their_batch_under_bf16_autocast(tiny_llama, ch
     assert [ids.tolist() for ids in together.token_ids] == [ids.tolist() for one in alone for ids in one.token_ids]
     assert together.finished == [finished for one in alone for finished in one.finished]
     assert sum(together.finished) > 3
+
+
+@pytest.mark.parametrize("streams", [False, True], ids=["sample", "sample_streams"])
+def test_sampling_leaves_no_reference_cycles(tiny_llama, char_tokenizer, streams):
+    """The KV caches are freed when sampling returns, not when the cyclic collector next runs: in a long run its
+    full collections are rare, and caches held in cycles piled up iteration after iteration."""
+    config = SamplingConfig(12, 0.9, stop_strings=("\n",))
+    gc.collect()
+    gc.disable()
+    try:
+        if streams:
+            sample_streams(tiny_llama, char_tokenizer, FEW_SHOT, 12, config, generators([1, 2]))
+        else:
+            sample(tiny_llama, char_tokenizer, BEHIND_FEW_SHOT, config, generators(range(len(BEHIND_FEW_SHOT))), rows=2)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("vocab", [3, 256, 1000])
