@@ -21,6 +21,14 @@ COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the
     "docs/results/sweep/report.md": (["docs/results/records/sweep/seed-*/*"], None),
     "docs/results/selfplay-pair/report.md": (["docs/results/records/selfplay/seed-*/*"], None),
     "docs/results/sweep-50/report.md": (["docs/results/records/sweep-50/seed-*/*"], None),
+    "docs/results/memory/none/report.md": (
+        ["docs/results/records/sweep-50/seed-0/none", "docs/results/records/memory/seed-0/none"],
+        6,
+    ),
+    "docs/results/memory/selfplay/report.md": (
+        ["docs/results/records/selfplay/seed-2/selfplay", "docs/results/records/memory/seed-2/selfplay"],
+        4,
+    ),
     "docs/results/selfplay-difficulty/report.md": (
         ["docs/results/records/selfplay/seed-0/*", "docs/results/records/selfplay-difficulty/seed-0/*"],
         8,
