@@ -1,4 +1,5 @@
-"""`codeplay compare RUN_DIR... --out DIR [--iterations N]`: the paper's figure 2 and appendix C from training runs."""
+"""`codeplay compare RUN_DIR... --out DIR [--iterations N] [--plan FILE]`: the paper's figure 2 and appendix C from
+training runs, and the pre-registered tests of a plan."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="compare each run's first N iterations only (runs of different lengths over the same iterations)",
     )
+    parser.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="pre-registered endpoints (YAML, as docs/results/plan-50.yaml) to test over seeds, Holm-corrected",
+    )
 
 
 def _positive(text: str) -> int:
@@ -30,7 +36,13 @@ def run(args: argparse.Namespace) -> int:
     from codeplay_lightning.experiments.compare import compare
 
     print_comparison(
-        compare([Path(run) for run in args.runs], Path(args.out), seed=args.seed, iterations=args.iterations)
+        compare(
+            [Path(run) for run in args.runs],
+            Path(args.out),
+            seed=args.seed,
+            iterations=args.iterations,
+            plan=None if args.plan is None else Path(args.plan),
+        )
     )
     return 0
 

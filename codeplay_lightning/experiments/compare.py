@@ -16,13 +16,15 @@ pass@K over BC phases (`solver.jsonl`; phase 0 is the initial Solver), and R_n; 
 each seed's learning run against the fixed-Solver run of its seed and against its own initial Solver. With fixed
 Solvers only, as in the preset sweep, current and initial are one Solver: no section.
 Runs from before self-play are reported as they always were. Where the runs' `iterations.jsonl` give each
-iteration's peak resident memory, `memory.png` and a "Memory" section show it against its goal.
+iteration's peak resident memory, `memory.png` and a "Memory" section show it against its goal. Given a plan of
+pre-registered endpoints (`plan=`, `endpoints`), a "Pre-registered tests" section tests them, Holm-corrected.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from codeplay_lightning.experiments.endpoints import plan_tests, read_plan
 from codeplay_lightning.experiments.figures import plot, plot_effects, plot_memory, plot_selfplay
 from codeplay_lightning.experiments.report import report
 from codeplay_lightning.experiments.runs import PANELS, read_runs
@@ -36,12 +38,16 @@ from codeplay_lightning.experiments.summaries import (
 )
 
 
-def compare(run_dirs: list[Path], out: Path, seed: int = 0, iterations: int | None = None) -> dict:
+def compare(
+    run_dirs: list[Path], out: Path, seed: int = 0, iterations: int | None = None, plan: Path | None = None
+) -> dict:
     """Write `out/figure.png` and `out/report.md`, and `out/selfplay.png` when a run's Solver learned; returns
-    what was written, per run (`selfplay`: None when no Solver learned). `iterations`: each run's first N only."""
+    what was written, per run (`selfplay`: None when no Solver learned). `iterations`: each run's first N only.
+    `plan`: a file of pre-registered endpoints (`endpoints`), tested in the report's first section of findings."""
     if not run_dirs:
         raise ValueError("give at least one run directory")
     runs = read_runs(run_dirs, iterations)
+    planned = plan_tests(read_plan(plan), runs) if plan is not None else None
     out.mkdir(parents=True, exist_ok=True)
     plot(runs, out / "figure.png")
     selfplay = selfplay_summaries(runs)
@@ -54,7 +60,7 @@ def compare(run_dirs: list[Path], out: Path, seed: int = 0, iterations: int | No
     if memory:
         plot_memory(runs, out / "memory.png")
     summaries = [summary(run) | {"sampled": sample_last(run.puzzles, seed)} for run in runs]
-    (out / "report.md").write_text(report(runs, summaries, selfplay, findings, memory, seed))
+    (out / "report.md").write_text(report(runs, summaries, selfplay, findings, memory, seed, planned))
     return {
         "figure": out / "figure.png",
         "report": out / "report.md",
@@ -62,4 +68,5 @@ def compare(run_dirs: list[Path], out: Path, seed: int = 0, iterations: int | No
         "runs": summaries,
         "selfplay": {"figure": out / "selfplay.png", "runs": selfplay} if selfplay else None,
         "memory": {"figure": out / "memory.png", "runs": memory} if memory else None,
+        "plan": planned,
     }

@@ -16,10 +16,11 @@ def report(
     by_run: tuple[dict[int | None, list[dict]], list[dict]],
     memory: list[dict],
     seed: int,
+    planned: dict | None = None,
 ) -> str:
     """The report of `compare`'s findings: each run's `summaries`, `selfplay`'s summaries, `by_run` (each seed's
-    rows against its baseline, the effects by run) and the runs' `memory` summaries, with `seed` the seed of the
-    appendix's samples."""
+    rows against its baseline, the effects by run), the runs' `memory` summaries and the `planned` tests
+    (`endpoints.plan_tests`; None: no plan given), with `seed` the seed of the appendix's samples."""
     lines = [
         "# Setter training runs compared",
         "",
@@ -46,6 +47,7 @@ def report(
     noted = [f"- **{run.label}** (`{run.path}`): " + "; ".join(run.notes) for run in runs if run.notes]
     lines += [*noted, ""] if noted else []
     within, effects = by_run
+    lines += plan_report(planned) if planned else []
     lines += effects_report(effects) if effects else []
     several = len({run.seed for run in runs}) > 1
     for run_seed, rows in within.items():
@@ -72,6 +74,52 @@ def report(
                 "",
             ]
     return "\n".join(lines)
+
+
+def plan_report(planned: dict) -> list[str]:
+    """The "Pre-registered tests" section: each family's endpoints per seed, over the seeds, and Holm-corrected."""
+    plan, seeds = planned["plan"], planned["seeds"]
+    lines = [
+        "## Pre-registered tests",
+        "",
+        f"The endpoints of `{plan.path}`, written down before the runs: each measured per seed (a preset against its "
+        f"seed's `{plan.baseline}` run, or against zero; several presets: their mean within the seed), then the mean "
+        "over seeds ± the between-seed SE, Student's t on n − 1 degrees of freedom (two-sided), and p corrected by "
+        f"Holm within its family beside the uncorrected. Only runs that finished {plan.iterations} iterations count. "
+        "Fractions in points. With one seed no test can be made (–).",
+        "",
+        *(f"- {note}" for note in planned["notes"]),
+        *([""] if planned["notes"] else []),
+    ]
+    for family, tests in planned["families"].items():
+        lines += [
+            f"### {family} (Holm over {len(tests)})",
+            "",
+            "| endpoint | statistic, iterations | preset(s) | against | "
+            + "".join(f"seed {seed} | " for seed in seeds)
+            + "mean ± SE | t (df) | p | p, Holm |",
+            "|---|---|---|---|" + "--:|" * (len(seeds) + 4),
+        ]
+        for test in tests:
+            endpoint, effect, holm = test["endpoint"], test["effect"], test["holm"]
+            scale, unit = (100, " pt") if endpoint.percent else (1, "")
+            window = "" if endpoint.window is None else f", {endpoint.window[0]}–{endpoint.window[1]}"
+            per_seed = [
+                "–" if seed not in test["values"] else f"{scale * test['values'][seed]:+.3g}{unit}" for seed in seeds
+            ]
+            mean = "–" if not effect.effects else f"{scale * effect.mean:+.3g}{unit}"
+            mean += f" ± {scale * effect.se:.2g}" if effect.se is not None else ""
+            t = "–" if effect.t is None else f"{effect.t:+.2f} ({effect.runs - 1})"
+            p = "–" if effect.p is None else f"{effect.p:.3f}"
+            corrected = "–" if holm is None else f"{holm:.3f}"
+            against = "zero" if endpoint.against == "zero" else f"`{plan.baseline}`"
+            lines.append(
+                f"| {endpoint.name} | {endpoint.statistic}{window} | {', '.join(endpoint.presets)} | {against} | "
+                + "".join(f"{cell} | " for cell in per_seed)
+                + f"{mean} | {t} | {p} | {corrected} |"
+            )
+        lines.append("")
+    return lines
 
 
 def effects_report(effects: list[dict]) -> list[str]:

@@ -96,3 +96,17 @@ def slope_and_se(x: list[float], y: list[float]) -> tuple[float, float] | None:
 def paired_mean_and_se(differences: list[float]) -> tuple[float, float] | None:
     """The mean of paired differences and its standard error (None with fewer than 2)."""
     return mean_and_se(differences) if len(differences) > 1 else None
+
+
+def holm(p_values: list[float | None]) -> list[float | None]:
+    """Holm's step-down correction of one family's p-values, in their order: the i-th smallest of m times
+    (m − i + 1), made non-decreasing in that order, at most 1. A test that could not be made (None) still counts
+    in m, as p = 1, and stays None."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: 1.0 if p_values[i] is None else p_values[i])
+    corrected: list[float | None] = [None] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * (1.0 if p_values[i] is None else p_values[i])))
+        corrected[i] = None if p_values[i] is None else running
+    return corrected

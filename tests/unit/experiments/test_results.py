@@ -17,21 +17,29 @@ from tests.support import markdown_table
 
 ROOT = REPO
 SYNTHESIS = ROOT / "docs" / "results" / "synthesis"
-COMPARISONS = {  # report: the runs `codeplay compare` is given for it, from the repository's root, and its --iterations
-    "docs/results/sweep/report.md": (["docs/results/records/sweep/seed-*/*"], None),
-    "docs/results/selfplay-pair/report.md": (["docs/results/records/selfplay/seed-*/*"], None),
-    "docs/results/sweep-50/report.md": (["docs/results/records/sweep-50/seed-*/*"], None),
+COMPARISONS = {  # report: the runs `codeplay compare` is given for it (from the repository's root), its --iterations
+    # and its --plan
+    "docs/results/sweep/report.md": (["docs/results/records/sweep/seed-*/*"], None, None),
+    "docs/results/selfplay-pair/report.md": (["docs/results/records/selfplay/seed-*/*"], None, None),
+    "docs/results/sweep-50/report.md": (
+        ["docs/results/records/sweep-50/seed-*/*"],
+        None,
+        "docs/results/plan-50.yaml",
+    ),
     "docs/results/memory/none/report.md": (
         ["docs/results/records/sweep-50/seed-0/none", "docs/results/records/memory/seed-0/none"],
         6,
+        None,
     ),
     "docs/results/memory/selfplay/report.md": (
         ["docs/results/records/selfplay/seed-2/selfplay", "docs/results/records/memory/seed-2/selfplay"],
         4,
+        None,
     ),
     "docs/results/selfplay-difficulty/report.md": (
         ["docs/results/records/selfplay/seed-0/*", "docs/results/records/selfplay-difficulty/seed-0/*"],
         8,
+        None,
     ),
 }
 TABLES = {  # report: (its runs, as `codeplay synthesis-table` is given them in docs/results/synthesis, its title)
@@ -88,13 +96,14 @@ def test_a_training_comparison_regenerates_from_its_committed_records(tmp_path, 
     monkeypatch.chdir(ROOT)
     runs, iterations = comparison_runs(report)
     assert runs and all((run / "puzzles.jsonl.gz").is_file() for run in runs)
-    compare(runs, tmp_path / "out", iterations=iterations)
+    plan = COMPARISONS[report][2]
+    compare(runs, tmp_path / "out", iterations=iterations, plan=None if plan is None else Path(plan))
     assert (tmp_path / "out" / "report.md").read_text() == (ROOT / report).read_text()
 
 
 def comparison_runs(report: str) -> tuple[list[Path], int | None]:
     """The runs `report` is regenerated from, in the command's order, and its --iterations."""
-    patterns, iterations = COMPARISONS[report]
+    patterns, iterations, _ = COMPARISONS[report]
     return [run for pattern in patterns for run in sorted(Path(".").glob(pattern))], iterations
 
 
