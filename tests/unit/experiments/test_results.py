@@ -192,6 +192,56 @@ def test_the_readme_results_rows_quote_what_the_records_give(monkeypatch):
                 assert any(shown_as(bound, s.p) for s, _ in scaled if s.p is not None), (question, bound)
 
 
+HOLM_QUOTES = {  # the findings' prose: a report, its family of tests (None: every effect), and how sentences quote them
+    "docs/results/sweep/report.md": (
+        FINDINGS_STATISTICS,
+        "ten",
+        [
+            ("difficulty", "solved of valid, it. 1+", "(p = {p}; {holm} after Holm over the ten tests)"),
+            ("balanced", "solved of valid, it. 1+", "`balanced` +27.8 ± 2.1 (p = {p}; {holm})"),
+            ("product", "solved of valid, it. 1+", "`product` +22.9 ± 3.4 (p = {p}; {holm})"),
+            ("novelty_biased", "solved of valid, it. 1+", "`novelty_biased` +17.9 ± 3.4 (p = {p}; {holm})"),
+            ("novelty", "mean R_n, same positions", "(p = {p} uncorrected, {holm} after Holm)"),
+            ("product", "mean R_n, same positions", "(p = {p}, {holm})"),
+        ],
+    ),
+    "docs/results/selfplay-pair/report.md": (
+        None,
+        "seven",
+        [
+            (
+                "selfplay",
+                "current − initial Solver's pass rate, same puzzles",
+                "p = {p}, {holm} after Holm over the seven",
+            ),
+            ("selfplay", "heldout_families pass@4, last phase − phase 0", "(+2.3 ± 0.3; p = {p}, {holm} after Holm)"),
+            ("selfplay", "solved of valid, it. 1+", "(p = {p}, {holm} after Holm;"),
+        ],
+    ),
+}
+
+
+def test_the_findings_holm_corrected_p_values_are_what_the_records_give(monkeypatch):
+    """docs/results/README.md's corrected p-values: each p (to the one digit the prose shows) beside its Holm value
+    over the family its sentences name, and each family's smallest p and what Holm makes of it, from the effects by
+    run of the committed records."""
+    from codeplay_lightning.experiments.statistics import holm
+
+    monkeypatch.chdir(ROOT)
+    text = " ".join((ROOT / "docs" / "results" / "README.md").read_text().split())
+    for report, (statistics, count, quotes) in HOLM_QUOTES.items():
+        family = {key: e for key, e in effects_by_run(report).items() if statistics is None or key[1] in statistics}
+        assert len(family) == {"ten": 10, "seven": 7}[count]
+        corrected = dict(zip(family, holm([effect["summary"].p for effect in family.values()])))
+        assert f"{count.capitalize()} tests" in text or f"the {count}" in text
+        for name, statistic, quote in quotes:
+            p = family[name, statistic]["summary"].p
+            assert quote.format(p=f"{p:.1g}", holm=f"{corrected[name, statistic]:.2f}") in text, (name, statistic)
+        smallest = min(family, key=lambda key: family[key]["summary"].p)
+        p = family[smallest]["summary"].p
+        assert f"the smallest p, {p:.3f}, becomes {corrected[smallest]:.2f}" in text
+
+
 def test_the_readme_synthesis_row_quotes_the_regenerated_families_table():
     """The README's GIF-MCTS-against-sampling row: its solved rates at 16 calls and its distance in clustered SEs are
     those of families/table.md (which `test_a_synthesis_table_regenerates_from_its_packed_records` holds to the
