@@ -132,8 +132,9 @@ def effects_report(effects: list[dict]) -> list[str]:
         "unrewarded `none`; for a learning Solver, the same self-play run with a fixed Solver, or, for what the "
         "Solver learned, its own initial Solver), then the mean over seeds with the between-seed standard error and "
         "Student's t (n − 1 degrees of freedom). In brackets, secondary: the within-run binomial (or, for means, "
-        "per-puzzle) standard error, which counts the puzzles of one trajectory as independent and so understates "
-        "the uncertainty; seeds disagree far beyond it. With one seed there is no between-run uncertainty to report.",
+        "per-puzzle) standard error, which counts the puzzles of one trajectory as independent: it is not the "
+        "uncertainty of a reward's effect, which only the seeds give (they may differ by more than it, or by less). "
+        "With one seed there is no between-run uncertainty to report.",
         "",
         *(
             ["![Effects by run: each seed's, and their mean with its 95% interval](effects.png)", ""]
