@@ -162,6 +162,41 @@ def test_the_selfplay_findings_table_quotes_what_the_records_give(monkeypatch):
         assert_quotes(cells, effect[("selfplay", label)])
 
 
+SELFPLAY_PAIR_ROWS = {  # selfplay-pair/README.md's table: a row, and the effect by run it quotes
+    "valid, iterations 1–15": "valid, it. 1+",
+    "solved of valid, iterations 1–15": "solved of valid, it. 1+",
+    "mean R_n at the same archive positions": "mean R_n, same positions",
+    "the initial Solver's pass-rate trend per 100 puzzles": (
+        "initial Solver's trend per 100 puzzles, − selfplay_fixed's"
+    ),
+    "current − initial pass rate 1/D on the same puzzles": "current − initial Solver's pass rate, same puzzles",
+    "held-out families (100 × 4), pass@1, phase 8 − phase 0": "heldout_families pass@1, last phase − phase 0",
+    "held-out families, pass@4, phase 8 − phase 0": "heldout_families pass@4, last phase − phase 0",
+}
+
+
+def test_the_selfplay_pair_page_quotes_what_the_records_give(monkeypatch):
+    """selfplay-pair/README.md's table: each effect's row, each seed's puzzle counts and the learning run's peak RSS
+    (its highest iteration, and the highest of the others where it names them), from the committed records."""
+    from codeplay_lightning.experiments.runs import read_runs
+
+    monkeypatch.chdir(ROOT)
+    report = "docs/results/selfplay-pair/report.md"
+    page = (ROOT / "docs" / "results" / "selfplay-pair" / "README.md").read_text()
+    rows = {row: cells for row, *cells in markdown_table(page, "`selfplay` against `selfplay_fixed` of its seed")}
+    effect = effects_by_run(report)
+    for row, label in SELFPLAY_PAIR_ROWS.items():
+        assert_quotes(rows[row], effect[("selfplay", label)])
+    runs = {(run.seed, run.name): run for run in read_runs(*comparison_runs(report))}
+    for seed in (0, 1, 2):
+        learning, fixed = runs[seed, "selfplay"], runs[seed, "selfplay_fixed"]
+        assert rows["puzzles (iterations 0–15)"][seed] == f"{len(learning.puzzles):,} against {len(fixed.puzzles):,}"
+        peaks = sorted(record["peak_rss_gib"] for record in learning.iterations)
+        cell = rows["peak RSS, the learning run's iterations"][seed]
+        assert cell.startswith(f"≤ {peaks[-1]:.2f} GiB"), (seed, cell)
+        assert "the rest" not in cell or f"the rest ≤ {peaks[-2]:.2f})" in cell, (seed, cell)
+
+
 README_ROWS = {  # the README's results rows held to the records: the question, and the effects its numbers quote
     "Do difficulty rewards make puzzles harder to solve?": ("docs/results/sweep/report.md", "solved of valid, it. 1+"),
     "Do novelty rewards raise novelty?": ("docs/results/sweep/report.md", "mean R_n, same positions"),
