@@ -177,7 +177,8 @@ SELFPLAY_PAIR_ROWS = {  # selfplay-pair/README.md's table: a row, and the effect
 
 def test_the_selfplay_pair_page_quotes_what_the_records_give(monkeypatch):
     """selfplay-pair/README.md's table: each effect's row, each seed's puzzle counts and the learning run's peak RSS
-    (its highest iteration, and the highest of the others where it names them), from the committed records."""
+    (its highest iteration, and the highest of the others where it names them), from the committed records; and
+    speed.md's sentence of the same peaks."""
     from codeplay_lightning.experiments.runs import read_runs
 
     monkeypatch.chdir(ROOT)
@@ -188,6 +189,10 @@ def test_the_selfplay_pair_page_quotes_what_the_records_give(monkeypatch):
     for row, label in SELFPLAY_PAIR_ROWS.items():
         assert_quotes(rows[row], effect[("selfplay", label)])
     runs = {(run.seed, run.name): run for run in read_runs(*comparison_runs(report))}
+    highest = [max(record["peak_rss_gib"] for record in runs[seed, "selfplay"].iterations) for seed in (0, 1, 2)]
+    speed = " ".join((ROOT / "docs" / "results" / "speed.md").read_text().split())
+    assert f"**at most {highest[0]:.2f} GiB** over seed 0's 16 iterations" in speed
+    assert f"Seeds 1 and 2 peaked at **{highest[1]:.2f} and {highest[2]:.2f} GiB**" in speed
     for seed in (0, 1, 2):
         learning, fixed = runs[seed, "selfplay"], runs[seed, "selfplay_fixed"]
         assert rows["puzzles (iterations 0–15)"][seed] == f"{len(learning.puzzles):,} against {len(fixed.puzzles):,}"
