@@ -92,7 +92,6 @@ def plot_effects(effects: list[dict], path: Path) -> None:
     seed) and their mean with its 95% interval from the between-seed SE (Student's t, n − 1 degrees of freedom),
     beside a line at 0, no effect."""
     from matplotlib.figure import Figure
-    from scipy.stats import t as student
 
     statistics = list(dict.fromkeys(effect["label"] for effect in effects))
     seeds = list(dict.fromkeys(seed for effect in effects for seed in effect["seeds"]))
@@ -104,7 +103,7 @@ def plot_effects(effects: list[dict], path: Path) -> None:
             scale, summary = (100 if effect["percent"] else 1), effect["summary"]
             for seed, value in zip(effect["seeds"], summary.effects):
                 axis.plot(scale * value, row, "o", color=f"C{seeds.index(seed)}", alpha=0.8)
-            half = 0.0 if summary.se is None else student.ppf(0.975, summary.runs - 1) * summary.se
+            half = summary.half_interval or 0.0
             axis.errorbar(scale * summary.mean, row - 0.25, xerr=scale * half, fmt="D", color="black", capsize=3)
         axis.axvline(0, color="grey", linewidth=0.8)
         axis.set_yticks(range(len(shown)), [effect["name"] for effect in shown])

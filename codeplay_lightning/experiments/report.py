@@ -84,7 +84,8 @@ def plan_report(planned: dict) -> list[str]:
         "",
         f"The endpoints of `{plan.path}`, written down before the runs: each measured per seed (a preset against its "
         f"seed's `{plan.baseline}` run, or against zero; several presets: their mean within the seed), then the mean "
-        "over seeds ± the between-seed SE, Student's t on n − 1 degrees of freedom (two-sided), and p corrected by "
+        "over seeds ± the between-seed SE, its 95% interval, Student's t on n − 1 degrees of freedom (two-sided), and "
+        "p corrected by "
         f"Holm within its family beside the uncorrected. Only runs that finished {plan.iterations} iterations count. "
         "Fractions in points. With one seed no test can be made (–).",
         "",
@@ -97,8 +98,8 @@ def plan_report(planned: dict) -> list[str]:
             "",
             "| endpoint | statistic, iterations | preset(s) | against | "
             + "".join(f"seed {seed} | " for seed in seeds)
-            + "mean ± SE | t (df) | p | p, Holm |",
-            "|---|---|---|---|" + "--:|" * (len(seeds) + 4),
+            + "mean ± SE | 95% interval | t (df) | p | p, Holm |",
+            "|---|---|---|---|" + "--:|" * (len(seeds) + 5),
         ]
         for test in tests:
             endpoint, effect, holm = test["endpoint"], test["effect"], test["holm"]
@@ -109,6 +110,10 @@ def plan_report(planned: dict) -> list[str]:
             ]
             mean = "–" if not effect.effects else f"{scale * effect.mean:+.3g}{unit}"
             mean += f" ± {scale * effect.se:.2g}" if effect.se is not None else ""
+            half = effect.half_interval
+            interval = (
+                "–" if half is None else f"{scale * (effect.mean - half):+.3g} to {scale * (effect.mean + half):+.3g}"
+            )
             t = "–" if effect.t is None else f"{effect.t:+.2f} ({effect.runs - 1})"
             p = "–" if effect.p is None else f"{effect.p:.3f}"
             corrected = "–" if holm is None else f"{holm:.3f}"
@@ -116,7 +121,7 @@ def plan_report(planned: dict) -> list[str]:
             lines.append(
                 f"| {endpoint.name} | {endpoint.statistic}{window} | {', '.join(endpoint.presets)} | {against} | "
                 + "".join(f"{cell} | " for cell in per_seed)
-                + f"{mean} | {t} | {p} | {corrected} |"
+                + f"{mean} | {interval} | {t} | {p} | {corrected} |"
             )
         lines.append("")
     return lines

@@ -48,6 +48,15 @@ class RunEffect:
     def runs(self) -> int:
         return len(self.effects)
 
+    @property
+    def half_interval(self) -> float | None:
+        """Half the width of the mean's 95% interval, Student's t with `runs` - 1 degrees of freedom (None: one run)."""
+        if self.se is None:
+            return None
+        from scipy.stats import t as student
+
+        return float(student.ppf(0.975, self.runs - 1) * self.se)
+
 
 def between_runs(effects: list[float]) -> RunEffect:
     """`effects`, one per run (each run's effect against its own baseline, same seed), summarised over the runs."""

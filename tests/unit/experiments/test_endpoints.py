@@ -151,6 +151,8 @@ def test_each_endpoint_per_seed_and_over_seeds_matches_a_naive_computation(tmp_p
             reference = ttest_1samp(list(test["values"].values()), 0.0)
             assert test["effect"].t == pytest.approx(reference.statistic)
             assert test["effect"].p == pytest.approx(reference.pvalue)
+            low, high = reference.confidence_interval(0.95)
+            assert test["effect"].half_interval == pytest.approx((high - low) / 2)
         assert [test["holm"] for test in tests] == pytest.approx(naive_holm([test["effect"].p for test in tests]))
 
 
@@ -230,7 +232,7 @@ def test_compare_plan_writes_each_family_as_a_table_before_the_effects(tmp_path,
     assert "### primary (Holm over 3)" in report and "### late window (Holm over 3)" in report
     row = next(line for line in report.splitlines() if line.startswith("| L2 |"))
     assert row.startswith("| L2 | r_n_slope, 2–4 | none | zero | ")
-    assert len(row.split("|")) == 2 + 4 + 2 + 4  # endpoint, statistic, presets, against; 2 seeds; mean, t, p, Holm
+    assert len(row.split("|")) == 2 + 4 + 2 + 5  # endpoint, statistic, presets, against; 2 seeds; mean, 95%, t, p, Holm
 
     assert main(["compare", *map(str, dirs), "--out", str(out), "--plan", str(tmp_path / "missing.yaml")]) != 0
     assert "missing.yaml" in capsys.readouterr().err
