@@ -26,6 +26,7 @@ COMPARISONS = {  # report: the runs `codeplay compare` is given for it (from the
         None,
         "docs/results/plan-50.yaml",
     ),
+    "docs/results/sweep-50/first-10/report.md": (["docs/results/records/sweep-50/seed-*/*"], 10, None),
     "docs/results/memory/none/report.md": (
         ["docs/results/records/sweep-50/seed-0/none", "docs/results/records/memory/seed-0/none"],
         6,
@@ -329,10 +330,39 @@ def test_the_built_in_checks_are_what_the_records_give():
     assert none["same"] == none["puzzles"] and none["R"] == 0
     assert f"the same {none['same']} texts: {none['fewer'] + none['more']} puzzles differ in D " in text
     assert f"({none['fewer']} fewer passes, {none['more']} more)" in text
-    stopped, round_4 = records / "sweep-50-stopped/seed-0/balanced", records / "sweep/seed-0/balanced"
-    first = repeated(stopped, round_4, range(1))
+    balanced, round_4 = records / "sweep-50/seed-0/balanced", records / "sweep/seed-0/balanced"
+    first = repeated(balanced, round_4, range(1))
     assert first["same"] == first["puzzles"] and first["fewer"] == first["more"] == 0
     assert f"({first['same']} of {first['puzzles']} texts, D equal)" in text
     assert f"by up to {first['R']:.1e}" in text
-    later = repeated(stopped, round_4, range(1, 50))
+    later = repeated(balanced, round_4, range(1, 10))
     assert f"({later['same']} of the next {later['puzzles']} equal)" in text
+    itself = repeated(balanced, records / "sweep-50-stopped/seed-0/balanced", range(6))
+    assert itself["same"] == itself["puzzles"] and itself["fewer"] == itself["more"] == 0 and itself["R"] == 0
+    assert f"{itself['same']} of {itself['puzzles']} puzzles, D and R equal" in text
+
+
+SIDE_BY_SIDE = {  # sweep-50/README.md's 10 against 50 iterations: a column, and the report whose effects it quotes
+    "round 4, 10 iterations": "docs/results/sweep/report.md",
+    "plan-50, its first 10": "docs/results/sweep-50/first-10/report.md",
+    "plan-50, 50 iterations": "docs/results/sweep-50/report.md",
+}
+
+
+def test_the_10_and_50_iteration_effects_side_by_side_are_what_the_records_give(monkeypatch):
+    """sweep-50/README.md's table of each finished preset's effect in seed 0 after 10 and after 50 iterations: each
+    cell the seed's effect by run in the regenerated report of its column."""
+    monkeypatch.chdir(ROOT)
+    page = (ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text()
+    header = "effect in seed 0 (against `none`)"
+    rows = markdown_table(page, header)
+    assert rows
+    heading = next(line for line in page.splitlines() if line.startswith(f"| {header} |"))
+    assert [cell.strip() for cell in heading.strip("|").split("|")][1:] == list(SIDE_BY_SIDE)
+    effects = {name: effects_by_run(report) for name, report in SIDE_BY_SIDE.items()}
+    for row, *cells in rows:
+        preset, _, label = row.partition(", ")
+        for name, cell in zip(SIDE_BY_SIDE, cells, strict=True):
+            effect = effects[name][(preset.strip("`"), label)]
+            value = effect["summary"].effects[effect["seeds"].index(0)] * (100 if effect["percent"] else 1)
+            assert shown_as(cell.removesuffix(" pt"), value), (row, name, cell, value)
