@@ -141,11 +141,10 @@ def measure(endpoint: Endpoint, run: TrainingRun) -> float | None:
     return WINDOWED[endpoint.statistic][0]([p for p in run.puzzles if first <= p["iteration"] <= last])
 
 
-def seed_value(endpoint: Endpoint, runs: list[TrainingRun], baseline: str) -> float | None:
-    """The endpoint in one seed's finished `runs`: each preset's value (minus the baseline run's when against it),
-    their mean; None when a preset or the baseline has no run to measure in this seed."""
-    named = {run.name: run for run in runs}
-    rows = {row["name"]: row for row in against_baseline(runs, baseline)}
+def seed_value(endpoint: Endpoint, named: dict[str, TrainingRun], rows: dict[str, dict], baseline: str) -> float | None:
+    """The endpoint in one seed: each preset's value (minus the baseline run's when against it), their mean; None
+    when a preset or the baseline has no run to measure in this seed. `named`: the seed's finished runs by name;
+    `rows`: their `against_baseline` rows by name."""
     values = []
     for preset in endpoint.presets:
         if preset not in named or (endpoint.against == "baseline" and baseline not in named):
@@ -177,13 +176,15 @@ def plan_tests(plan: Plan, runs: list[TrainingRun]) -> dict:
     ]
     finished = by_seed([run for run in runs if len(run.iterations) >= plan.iterations])
     seeds = sorted(finished, key=lambda seed: (seed is None, seed))
+    named = {seed: {run.name: run for run in finished[seed]} for seed in seeds}
+    rows = {seed: {row["name"]: row for row in against_baseline(finished[seed], plan.baseline)} for seed in seeds}
     families = {}
     for family, endpoints in plan.families.items():
         tested = []
         for endpoint in endpoints:
             values = {}
             for seed in seeds:
-                if (value := seed_value(endpoint, finished[seed], plan.baseline)) is not None:
+                if (value := seed_value(endpoint, named[seed], rows[seed], plan.baseline)) is not None:
                     values[seed] = value
             effect = between_runs(list(values.values())) if values else RunEffect([], 0.0, None, None, None)
             tested.append({"endpoint": endpoint, "values": values, "effect": effect})
