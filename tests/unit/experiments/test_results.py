@@ -348,6 +348,22 @@ def test_the_built_in_checks_are_what_the_records_give():
     assert f"{itself['same']} of {itself['puzzles']} puzzles, D and R equal" in text
 
 
+def test_the_sweep_50_page_quotes_its_regenerated_report():
+    """sweep-50/README.md's memory of each `none` seed and its L2 test for `none` are the rows of the report that
+    test_a_training_comparison_regenerates_from_its_committed_records holds to the records."""
+    page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
+    memory = [row for row in markdown_table(report[report.index("## Memory") :], "run") if row[0].startswith("none ")]
+    assert len(memory) == len(list((ROOT / "docs" / "results" / "records" / "sweep-50").glob("seed-*/none")))
+    for run, _, first, last, _, growth, *_ in memory:
+        seed = run.rpartition("seed ")[2]
+        assert f"seed {seed} {first} → {last} GiB, {growth}" in page, run
+    late = {row[0]: row for row in markdown_table(report[report.index("### late window") :], "endpoint")}
+    *_, mean, _, t_and_df, p, holm = late["L2 none"]
+    t_value, _, df = t_and_df.rstrip(")").partition(" (")
+    assert f"is {mean} per iteration (t = {t_value} on {df} df, p = {p}, Holm {holm})" in page
+
+
 SIDE_BY_SIDE = {  # sweep-50/README.md's 10 against 50 iterations: a column, and the report whose effects it quotes
     "round 4, 10 iterations": "docs/results/sweep/report.md",
     "plan-50, its first 10": "docs/results/sweep-50/first-10/report.md",
