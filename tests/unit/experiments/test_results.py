@@ -5,6 +5,7 @@ table of docs/results/README.md quotes what those records give."""
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import shutil
 from pathlib import Path
@@ -318,6 +319,7 @@ def repeated(run: Path, record: Path, iterations: range) -> dict:
         "fewer": sum(new > old for new, old in d),
         "more": sum(new < old for new, old in d),
         "R": max((abs(new["R"] - old["R"]) for new, old in pairs), default=0.0),
+        "differing": {new["index"] for (new, _), (d_new, d_old) in zip(pairs, d) if d_new != d_old},
     }
 
 
@@ -348,16 +350,100 @@ def test_the_built_in_checks_are_what_the_records_give():
     assert f"{itself['same']} of {itself['puzzles']} puzzles, D and R equal" in text
 
 
+def test_the_sweep_50_runs_said_finished_are_the_committed_records():
+    """sweep-50/README.md's table of what has run, and docs/results/README.md's count of finished runs, say
+    "records committed" of exactly the runs whose records are committed."""
+    runs = ROOT / "docs" / "results" / "records" / "sweep-50"
+    rows = markdown_table((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text(), "seed")
+    presets = ["none", "balanced", "difficulty", "novelty"]
+    for seed, *cells in rows:
+        for preset, cell in zip(presets, cells, strict=True):
+            assert ("records committed" in cell) == (runs / f"seed-{seed}" / preset).is_dir(), (seed, preset)
+    finished = len(list(runs.glob("seed-*/*")))
+    assert len(rows) == 3 and finished
+    results = " ".join((ROOT / "docs" / "results" / "README.md").read_text().split())
+    assert f"{finished} of its 12 runs finished so far" in results
+
+
+def test_the_re_judged_attempts_are_what_the_records_give():
+    """The built-in check attempt by attempt (records/sweep-50/built-in-check/): each puzzle of a `none` seed whose
+    D differs from its round-4 record, its attempts re-sampled from the run's seeds and judged three times by the
+    runs' judge (`r5`) and three times by round 4's (`r4`); a timeout judged once more under a 10 s limit."""
+    text = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    records = ROOT / "docs" / "results" / "records"
+    with gzip.open(records / "sweep-50" / "built-in-check" / "attempts.jsonl.gz", "rt") as lines:
+        attempts = [json.loads(line) for line in lines]
+    puzzles: dict[tuple[int, int], list[dict]] = {}
+    for attempt in attempts:
+        puzzles.setdefault((attempt["seed"], attempt["index"]), []).append(attempt)
+    seeds = sorted({seed for seed, _ in puzzles})
+    differing = {
+        (seed, index)
+        for seed in seeds
+        for index in repeated(
+            records / "sweep-50" / f"seed-{seed}" / "none", records / "sweep" / f"seed-{seed}" / "none", range(10)
+        )["differing"]
+    }
+    assert set(puzzles) == differing
+    assert f"re-judged attempt by attempt for seeds {' and '.join(map(str, seeds))}" in text
+    assert all(sorted(attempt["attempt"] for attempt in group) == [0, 1, 2, 3] for group in puzzles.values())
+    verdicts = [attempt["r5"] + attempt["r4"] for attempt in attempts]
+    split = [(attempt, judged) for attempt, judged in zip(attempts, verdicts) if len({v[0] for v in judged}) > 1]
+    timeouts = [attempt for attempt, judged in zip(attempts, verdicts) if {v[0] for v in judged} == {"timeout"}]
+    finished = sum(attempt["r5_limit_10s"][0] != "timeout" for attempt in timeouts)
+    assert (
+        f"the {len(puzzles)} puzzles' {len(attempts)} attempts: {len(attempts) - len(split)} get the same verdict "
+        f"all six times, and {finished} of the {len(timeouts)} that time out each time finish under a 10 s limit"
+    ) in text
+    passes = [[seconds for status, seconds, _ in judged if status == "pass"] for judged in verdicts]
+    near: dict[tuple[int, int], list[tuple[int, list[float]]]] = {}  # passes over half the 1 s limit
+    for attempt, seconds in zip(attempts, passes):
+        if seconds and max(seconds) > 0.5:
+            near.setdefault((attempt["seed"], attempt["index"]), []).append((attempt["attempt"], seconds))
+    for (seed, index), slow in near.items():
+        numbers = [str(number) for number, _ in slow]
+        named = numbers[0] if len(numbers) == 1 else ", ".join(numbers[:-1]) + " and " + numbers[-1]
+        lowest, highest = min(min(seconds) for _, seconds in slow), max(max(seconds) for _, seconds in slow)
+        assert (
+            f"seed {seed}'s puzzle {index}, attempt{'s' if len(numbers) > 1 else ''} {named} "
+            f"({lowest:.2f}–{highest:.2f} s of CPU)"
+        ) in text
+    others = max(max(seconds) for seconds in passes if seconds and max(seconds) <= 0.5)
+    assert f"every other pass takes at most {others:.3f} s" in text
+    for attempt, judged in split:
+        assert (
+            f"seed {attempt['seed']}'s puzzle {attempt['index']}, attempt {attempt['attempt']}, passed "
+            f"{[v[0] for v in judged].count('pass')} of 6 times and timed out "
+            f"{[v[0] for v in judged].count('timeout')}"
+        ) in text
+
+    def replayed(group: list[dict]) -> float | None:
+        passes = sum(attempt["r5"][0][0] == "pass" for attempt in group)
+        return len(group) / passes if passes else None
+
+    as_recorded = sum(replayed(group) == group[0]["D_r5"] for group in puzzles.values())
+    as_round_4 = sum(replayed(group) == group[0]["D_r4"] for group in puzzles.values())
+    assert (
+        f"The replayed attempts give {as_recorded} of the {len(puzzles)} puzzles their plan-50 record's D and "
+        f"{as_round_4} their round-4 record's"
+    ) in text
+
+
 def test_the_sweep_50_page_quotes_its_regenerated_report():
     """sweep-50/README.md's memory of each `none` seed and its L2 test for `none` are the rows of the report that
     test_a_training_comparison_regenerates_from_its_committed_records holds to the records."""
     page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
     report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
-    memory = [row for row in markdown_table(report[report.index("## Memory") :], "run") if row[0].startswith("none ")]
-    assert len(memory) == len(list((ROOT / "docs" / "results" / "records" / "sweep-50").glob("seed-*/none")))
-    for run, _, first, last, _, growth, *_ in memory:
-        seed = run.rpartition("seed ")[2]
-        assert f"seed {seed} {first} → {last} GiB, {growth}" in page, run
+    memory = markdown_table(report[report.index("## Memory") :], "run")
+    assert len(memory) == len(list((ROOT / "docs" / "results" / "records" / "sweep-50").glob("seed-*/*")))
+    for run, iterations, first, last, highest, growth, _, over in memory:
+        preset = run.partition(" ")[0]
+        only = next((ROOT / "docs" / "results" / "records" / "sweep-50").glob(f"seed-*/{preset}")).parent.name
+        seed = run.rpartition("seed ")[2] if ", seed " in run else only.removeprefix("seed-")  # a preset's one run
+        assert (
+            f"`{preset}` seed {seed} {first} → {last} GiB, {growth}, highest {highest}, over the goal in {over} of "
+            f"{iterations} iterations"
+        ) in page, run
     late = {row[0]: row for row in markdown_table(report[report.index("### late window") :], "endpoint")}
     *_, mean, _, t_and_df, p, holm = late["L2 none"]
     t_value, _, df = t_and_df.rstrip(")").partition(" (")
