@@ -385,7 +385,7 @@ def test_the_re_judged_attempts_are_what_the_records_give():
         )["differing"]
     }
     assert set(puzzles) == differing
-    assert f"re-judged attempt by attempt for seeds {' and '.join(map(str, seeds))}" in text
+    assert f"re-judged attempt by attempt for seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]}" in text
     assert all(sorted(attempt["attempt"] for attempt in group) == [0, 1, 2, 3] for group in puzzles.values())
     verdicts = [attempt["r5"] + attempt["r4"] for attempt in attempts]
     split = [(attempt, judged) for attempt, judged in zip(attempts, verdicts) if len({v[0] for v in judged}) > 1]
