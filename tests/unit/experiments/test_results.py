@@ -388,8 +388,9 @@ def test_the_re_judged_attempts_are_what_the_records_give():
     assert f"re-judged attempt by attempt for seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]}" in text
     assert all(sorted(attempt["attempt"] for attempt in group) == [0, 1, 2, 3] for group in puzzles.values())
     verdicts = [attempt["r5"] + attempt["r4"] for attempt in attempts]
-    split = [(attempt, judged) for attempt, judged in zip(attempts, verdicts) if len({v[0] for v in judged}) > 1]
-    timeouts = [attempt for attempt, judged in zip(attempts, verdicts) if {v[0] for v in judged} == {"timeout"}]
+    statuses = [[status for status, *_ in judged] for judged in verdicts]
+    split = [(attempt, kinds) for attempt, kinds in zip(attempts, statuses) if len(set(kinds)) > 1]
+    timeouts = [attempt for attempt, kinds in zip(attempts, statuses) if set(kinds) == {"timeout"}]
     finished = sum(attempt["r5_limit_10s"][0] != "timeout" for attempt in timeouts)
     assert (
         f"the {len(puzzles)} puzzles' {len(attempts)} attempts: {len(attempts) - len(split)} get the same verdict "
@@ -410,11 +411,10 @@ def test_the_re_judged_attempts_are_what_the_records_give():
         ) in text
     others = max(max(seconds) for seconds in passes if seconds and max(seconds) <= 0.5)
     assert f"every other pass takes at most {others:.3f} s" in text
-    for attempt, judged in split:
+    for attempt, kinds in split:
         assert (
             f"seed {attempt['seed']}'s puzzle {attempt['index']}, attempt {attempt['attempt']}, passed "
-            f"{[v[0] for v in judged].count('pass')} of 6 times and timed out "
-            f"{[v[0] for v in judged].count('timeout')}"
+            f"{kinds.count('pass')} of 6 times and timed out {kinds.count('timeout')}"
         ) in text
 
     def replayed(group: list[dict]) -> float | None:
@@ -430,16 +430,19 @@ def test_the_re_judged_attempts_are_what_the_records_give():
 
 
 def test_the_sweep_50_page_quotes_its_regenerated_report():
-    """sweep-50/README.md's memory of each `none` seed and its L2 test for `none` are the rows of the report that
+    """sweep-50/README.md's memory of each run and its L2 test for `none` are the rows of the report that
     test_a_training_comparison_regenerates_from_its_committed_records holds to the records."""
     page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
     report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
+    runs = ROOT / "docs" / "results" / "records" / "sweep-50"
     memory = markdown_table(report[report.index("## Memory") :], "run")
-    assert len(memory) == len(list((ROOT / "docs" / "results" / "records" / "sweep-50").glob("seed-*/*")))
+    assert len(memory) == len(list(runs.glob("seed-*/*")))
     for run, iterations, first, last, highest, growth, _, over in memory:
         preset = run.partition(" ")[0]
-        only = next((ROOT / "docs" / "results" / "records" / "sweep-50").glob(f"seed-*/{preset}")).parent.name
-        seed = run.rpartition("seed ")[2] if ", seed " in run else only.removeprefix("seed-")  # a preset's one run
+        if ", seed " in run:
+            seed = run.rpartition("seed ")[2]
+        else:  # a preset's only run: the report names no seed
+            seed = next(runs.glob(f"seed-*/{preset}")).parent.name.removeprefix("seed-")
         assert (
             f"`{preset}` seed {seed} {first} → {last} GiB, {growth}, highest {highest}, over the goal in {over} of "
             f"{iterations} iterations"
