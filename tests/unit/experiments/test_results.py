@@ -498,3 +498,37 @@ def test_the_10_and_50_iteration_effects_side_by_side_are_what_the_records_give(
             effect = effects[name][(preset.strip("`"), label)]
             value = effect["summary"].effects[effect["seeds"].index(0)] * (100 if effect["percent"] else 1)
             assert shown_as(cell.removesuffix(" pt"), value), (row, name, cell, value)
+
+
+def test_the_readme_50_iteration_row_quotes_the_pre_registered_tests():
+    """The README's plan-50 row: each "mean ± SE (p = p, Holm p)" it quotes is a test of the regenerated sweep-50
+    report that has its three seeds, as the report writes it."""
+    rows = {question: found for question, found, _ in markdown_table((ROOT / "README.md").read_text(), "question")}
+    row = rows["At the paper's 50 iterations, what does `balanced` do?"]
+    quoted = re.findall(r"([+-]?\d[\d.]* ± \d[\d.]*(?: points)?) \(p = (\d[\d.]*), Holm (\d[\d.]*)\)", row)
+    stated = {
+        (f"{mean.replace(' pt', '')} points" if " pt " in mean else mean, p, holm)
+        for _, _, _, _, *seeds, mean, _, _, p, holm in pre_registered_tests()
+        if "–" not in seeds
+    }
+    assert len(quoted) >= 5
+    assert set(quoted) <= stated, set(quoted) - stated
+
+
+def test_the_10_and_50_iteration_effects_over_three_seeds_are_what_the_records_give(monkeypatch):
+    """sweep-50/README.md's table of `balanced`'s effects over three seeds after 10 and after 50 iterations: each
+    cell the mean ± between-seed SE and uncorrected p of the effect by run in the regenerated report of its column."""
+    monkeypatch.chdir(ROOT)
+    page = (ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text()
+    rows = markdown_table(page, "effect over three seeds (against `none`)")
+    assert len(rows) == 3
+    effects = {name: effects_by_run(report) for name, report in SIDE_BY_SIDE.items()}
+    for row, *cells in rows:
+        preset, _, label = row.partition(", ")
+        for name, cell in zip(SIDE_BY_SIDE, cells, strict=True):
+            effect = effects[name][(preset.strip("`"), label)]
+            summary, scale = effect["summary"], (100 if effect["percent"] else 1)
+            mean, se, p = re.fullmatch(r"(\S+)(?: pt)? ± (\S+), p = (\S+)", cell).groups()
+            assert summary.runs == 3, (row, name)
+            assert shown_as(mean, summary.mean * scale) and shown_as(se, summary.se * scale), (row, name, cell)
+            assert shown_as(p, summary.p), (row, name, cell)
