@@ -532,3 +532,19 @@ def test_the_10_and_50_iteration_effects_over_three_seeds_are_what_the_records_g
             assert summary.runs == 3, (row, name)
             assert shown_as(mean, summary.mean * scale) and shown_as(se, summary.se * scale), (row, name, cell)
             assert shown_as(p, summary.p), (row, name, cell)
+
+
+def test_the_sweep_50_page_quotes_the_last_evaluation_of_every_balanced_seed():
+    """sweep-50/README.md's sentence on the evaluation after iteration 49: each `balanced` seed's solved of valid and
+    R_n against the fixed reference set, and `none`'s, as the regenerated report's evaluation table gives them."""
+    page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
+    rows = markdown_table(report[report.index("## The Setter evaluated apart from its reward") :], "run")
+    last = {run: (solved, r_n) for run, after, _, _, solved, _, _, r_n in rows if after == "49"}
+    balanced = [last[f"balanced (w_d=1, w_n=1), seed {seed}"] for seed in (0, 1, 2)]
+    assert {last[run] for run in last if run.startswith("none")} == {("28.1", "0.277")}
+    assert (
+        f"are {balanced[0][0]}%, {balanced[1][0]}% and {balanced[2][0]}% solved of valid in seeds 0, 1 and 2 "
+        f"(`none`: 28.1%), and their R_n against the fixed reference set is {balanced[0][1]}, {balanced[1][1]} and "
+        f"{balanced[2][1]} (`none`: 0.277)"
+    ) in page
