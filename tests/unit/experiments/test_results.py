@@ -485,19 +485,28 @@ def test_the_10_and_50_iteration_effects_side_by_side_are_what_the_records_give(
     """sweep-50/README.md's table of each finished preset's effect in seed 0 after 10 and after 50 iterations: each
     cell the seed's effect by run in the regenerated report of its column."""
     monkeypatch.chdir(ROOT)
-    page = (ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text()
     header = "effect in seed 0 (against `none`)"
-    rows = markdown_table(page, header)
-    assert rows
+    page = (ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text()
     heading = next(line for line in page.splitlines() if line.startswith(f"| {header} |"))
     assert [cell.strip() for cell in heading.strip("|").split("|")][1:] == list(SIDE_BY_SIDE)
+    cells = side_by_side_cells(header)
+    assert cells
+    for row, name, cell, effect in cells:
+        value = effect["summary"].effects[effect["seeds"].index(0)] * (100 if effect["percent"] else 1)
+        assert shown_as(cell.removesuffix(" pt"), value), (row, name, cell, value)
+
+
+def side_by_side_cells(header: str) -> list[tuple[str, str, str, dict]]:
+    """Each cell of sweep-50/README.md's table headed `header`: its row, its column, its text, and the effect by run
+    it quotes (a row names a preset and a statistic; a column, the report of SIDE_BY_SIDE)."""
+    page = (ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text()
     effects = {name: effects_by_run(report) for name, report in SIDE_BY_SIDE.items()}
-    for row, *cells in rows:
+    found = []
+    for row, *cells in markdown_table(page, header):
         preset, _, label = row.partition(", ")
         for name, cell in zip(SIDE_BY_SIDE, cells, strict=True):
-            effect = effects[name][(preset.strip("`"), label)]
-            value = effect["summary"].effects[effect["seeds"].index(0)] * (100 if effect["percent"] else 1)
-            assert shown_as(cell.removesuffix(" pt"), value), (row, name, cell, value)
+            found.append((row, name, cell, effects[name][(preset.strip("`"), label)]))
+    return found
 
 
 def test_the_readme_50_iteration_row_quotes_the_pre_registered_tests():
@@ -519,19 +528,14 @@ def test_the_10_and_50_iteration_effects_over_three_seeds_are_what_the_records_g
     """sweep-50/README.md's table of `balanced`'s effects over three seeds after 10 and after 50 iterations: each
     cell the mean ± between-seed SE and uncorrected p of the effect by run in the regenerated report of its column."""
     monkeypatch.chdir(ROOT)
-    page = (ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text()
-    rows = markdown_table(page, "effect over three seeds (against `none`)")
-    assert len(rows) == 3
-    effects = {name: effects_by_run(report) for name, report in SIDE_BY_SIDE.items()}
-    for row, *cells in rows:
-        preset, _, label = row.partition(", ")
-        for name, cell in zip(SIDE_BY_SIDE, cells, strict=True):
-            effect = effects[name][(preset.strip("`"), label)]
-            summary, scale = effect["summary"], (100 if effect["percent"] else 1)
-            mean, se, p = re.fullmatch(r"(\S+)(?: pt)? ± (\S+), p = (\S+)", cell).groups()
-            assert summary.runs == 3, (row, name)
-            assert shown_as(mean, summary.mean * scale) and shown_as(se, summary.se * scale), (row, name, cell)
-            assert shown_as(p, summary.p), (row, name, cell)
+    cells = side_by_side_cells("effect over three seeds (against `none`)")
+    assert len(cells) == 3 * len(SIDE_BY_SIDE)
+    for row, name, cell, effect in cells:
+        summary, scale = effect["summary"], (100 if effect["percent"] else 1)
+        mean, se, p = re.fullmatch(r"(\S+)(?: pt)? ± (\S+), p = (\S+)", cell).groups()
+        assert summary.runs == 3, (row, name)
+        assert shown_as(mean, summary.mean * scale) and shown_as(se, summary.se * scale), (row, name, cell)
+        assert shown_as(p, summary.p), (row, name, cell)
 
 
 def test_the_sweep_50_page_quotes_the_last_evaluation_of_every_balanced_seed():
