@@ -308,7 +308,11 @@ def repeated(run: Path, record: Path, iterations: range) -> dict:
 
     recorded = {puzzle["index"]: puzzle for puzzle in read_run(record).puzzles}
     mine = [puzzle for puzzle in read_run(run).puzzles if puzzle["iteration"] in iterations]
-    pairs = [(new, recorded[new["index"]]) for new in mine if new["puzzle"] == recorded[new["index"]]["puzzle"]]
+    pairs = [  # a puzzle past the record's last cannot repeat it
+        (new, recorded[new["index"]])
+        for new in mine
+        if new["index"] in recorded and new["puzzle"] == recorded[new["index"]]["puzzle"]
+    ]
     d = [
         (float("inf") if new["D"] is None else new["D"], float("inf") if old["D"] is None else old["D"])
         for new, old in pairs
