@@ -352,6 +352,18 @@ def test_the_built_in_checks_are_what_the_records_give():
     itself = repeated(balanced, records / "sweep-50-stopped/seed-0/balanced", range(6))
     assert itself["same"] == itself["puzzles"] and itself["fewer"] == itself["more"] == 0 and itself["R"] == 0
     assert f"{itself['same']} of {itself['puzzles']} puzzles, D and R equal" in text
+    difficulty, round_4 = records / "sweep-50/seed-0/difficulty", records / "sweep/seed-0/difficulty"
+    first = repeated(difficulty, round_4, range(1))
+    assert first["same"] == first["puzzles"] and first["fewer"] == first["more"] == 0 and first["R"] == 0
+    assert f"round-4 iteration 0 exactly ({first['same']} of {first['puzzles']} texts, D and R equal)" in text
+    then = repeated(difficulty, round_4, range(1, 2))
+    assert then["same"] == then["puzzles"]
+    assert (
+        f"iteration 1's texts repeat too ({then['same']} of {then['puzzles']}), but {then['fewer'] + then['more']} "
+        f"of them differ in D ({then['fewer']} fewer passes, {then['more']} more"
+    ) in text
+    later = repeated(difficulty, round_4, range(2, 10))
+    assert f"from iteration 2 the texts do ({later['same']} of the next {later['puzzles']} equal)" in text
 
 
 def test_the_sweep_50_runs_said_finished_are_the_committed_records():
