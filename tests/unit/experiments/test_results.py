@@ -568,3 +568,41 @@ def test_the_sweep_50_page_quotes_the_last_evaluation_of_every_balanced_seed():
         f"(`none`: 28.1%), and their R_n against the fixed reference set is {balanced[0][1]}, {balanced[1][1]} and "
         f"{balanced[2][1]} (`none`: 0.277)"
     ) in page
+
+
+def test_the_sweep_50_page_describes_difficulty_seed_0_as_the_report_gives_it():
+    """sweep-50/README.md's bullet on `difficulty` seed 0: its distinct puzzles and mean R_n in training, and its
+    evaluation after iterations 9 and 49, beside `balanced` seed 0's and `none`'s, as the regenerated report gives
+    them."""
+    page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
+    difficulty, balanced, none = (
+        "difficulty (w_d=1, w_n=0)",
+        "balanced (w_d=1, w_n=1), seed 0",
+        "none (w_d=0, w_n=0), seed 0",
+    )
+    seed_0 = report[
+        report.index("## Against the unrewarded run, seed 0") : report.index("## Against the unrewarded run, seed 1")
+    ]
+    training = {
+        run: (r_n.partition(" (")[0], distinct) for run, _, _, _, r_n, _, distinct in markdown_table(seed_0, "run")
+    }
+    positions = re.search(r"\| mean R_n, (\d+–\d+) \|", seed_0).group(1)
+    evaluated = report[report.index("## The Setter evaluated apart from its reward") :]
+    evaluation = {(run, after): cells for run, after, _, *cells in markdown_table(evaluated, "run")}
+    _, solved, hard, last_distinct, r_n = evaluation[(difficulty, "49")]
+    assert (
+        f"of the last 100 it wrote in training, {training[difficulty][1]} are distinct (`balanced` seed 0: "
+        f"{training[balanced][1]}, `none` seed 0: {training[none][1]}), and their mean R_n at the archive positions "
+        f"all runs of the seed share (puzzles {positions}) is {training[difficulty][0]}, against `none`'s "
+        f"{training[none][0]} and `balanced`'s {training[balanced][0]}"
+    ) in page
+    assert (
+        f"its 32 fixed-prompt puzzles are {evaluation[(difficulty, '9')][3]}% distinct after iteration 9 and "
+        f"{last_distinct}% after iteration 49 (`balanced` seed 0: {evaluation[(balanced, '49')][3]}%), all valid ones "
+        f"solved by the frozen initial Solver ({solved}% solved of valid, {hard}% hard but solvable), with R_n against "
+        f"the fixed reference set {r_n} (`balanced` seed 0: {evaluation[(balanced, '49')][4]}, `none`: "
+        f"{evaluation[(none, '49')][4]})"
+    ) in page
+    assert solved == "100.0" and float(r_n) < float(evaluation[(none, "49")][4])
+    assert f"`balanced` keeps {training[balanced][1]} of its last 100 distinct" in page
