@@ -554,13 +554,17 @@ def test_the_10_and_50_iteration_effects_over_three_seeds_are_what_the_records_g
         assert shown_as(p, summary.p), (row, name, cell)
 
 
+def sweep_50_evaluation() -> list[list[str]]:
+    """The rows of the regenerated sweep-50 report's evaluation table (the Setter evaluated apart from its reward)."""
+    report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
+    return markdown_table(report[report.index("## The Setter evaluated apart from its reward") :], "run")
+
+
 def test_the_sweep_50_page_quotes_the_last_evaluation_of_every_balanced_seed():
     """sweep-50/README.md's sentence on the evaluation after iteration 49: each `balanced` seed's solved of valid and
     R_n against the fixed reference set, and `none`'s, as the regenerated report's evaluation table gives them."""
     page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
-    report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
-    rows = markdown_table(report[report.index("## The Setter evaluated apart from its reward") :], "run")
-    last = {run: (solved, r_n) for run, after, _, _, solved, _, _, r_n in rows if after == "49"}
+    last = {run: (solved, r_n) for run, after, _, _, solved, _, _, r_n in sweep_50_evaluation() if after == "49"}
     balanced = [last[f"balanced (w_d=1, w_n=1), seed {seed}"] for seed in (0, 1, 2)]
     assert {last[run] for run in last if run.startswith("none")} == {("28.1", "0.277")}
     assert (
@@ -587,8 +591,7 @@ def test_the_sweep_50_page_describes_difficulty_seed_0_as_the_report_gives_it():
         run for run in training if run.startswith("difficulty (") and run.rpartition(", seed ")[2] in ("0", run)
     )
     positions = re.search(r"\| mean R_n, (\d+–\d+) \|", seed_0).group(1)
-    evaluated = report[report.index("## The Setter evaluated apart from its reward") :]
-    evaluation = {(run, after): cells for run, after, _, *cells in markdown_table(evaluated, "run")}
+    evaluation = {(run, after): cells for run, after, _, *cells in sweep_50_evaluation()}
     _, solved, hard, last_distinct, r_n = evaluation[(difficulty, "49")]
     assert (
         f"of the last 100 it wrote in training, {training[difficulty][1]} are distinct (`balanced` seed 0: "
