@@ -574,37 +574,75 @@ def test_the_sweep_50_page_quotes_the_last_evaluation_of_every_balanced_seed():
     ) in page
 
 
-def test_the_sweep_50_page_describes_difficulty_seed_0_as_the_report_gives_it():
-    """sweep-50/README.md's bullet on `difficulty` seed 0: its distinct puzzles and mean R_n in training, and its
-    evaluation after iterations 9 and 49, beside `balanced` seed 0's and `none`'s, as the regenerated report gives
-    them."""
-    page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+DIFFICULTY_SEEDS = sorted(
+    int(run.parent.name.removeprefix("seed-"))
+    for run in (ROOT / "docs" / "results" / "records" / "sweep-50").glob("seed-*/difficulty")
+)
+
+
+def difficulty_beside_its_seed(seed: int) -> dict[str, str]:
+    """`difficulty` seed `seed` beside `balanced` and `none` of that seed, as the regenerated sweep-50 report gives
+    them: in training (distinct of the last 100, mean R_n at the positions all runs of the seed share) and apart from
+    its reward (the evaluation after iterations 9 and 49)."""
     report = (ROOT / "docs" / "results" / "sweep-50" / "report.md").read_text()
-    balanced, none = "balanced (w_d=1, w_n=1), seed 0", "none (w_d=0, w_n=0), seed 0"
-    seed_0 = report[
-        report.index("## Against the unrewarded run, seed 0") : report.index("## Against the unrewarded run, seed 1")
-    ]
+    section = report[report.index(f"## Against the unrewarded run, seed {seed}") :]
+    section = section[: section.index("\n## ")]
     training = {
-        run: (r_n.partition(" (")[0], distinct) for run, _, _, _, r_n, _, distinct in markdown_table(seed_0, "run")
+        run: (r_n.partition(" (")[0], distinct) for run, _, _, _, r_n, _, distinct in markdown_table(section, "run")
     }
+    balanced, none = f"balanced (w_d=1, w_n=1), seed {seed}", f"none (w_d=0, w_n=0), seed {seed}"
     difficulty = next(  # the report names no seed while a preset has one run
-        run for run in training if run.startswith("difficulty (") and run.rpartition(", seed ")[2] in ("0", run)
+        run for run in training if run.startswith("difficulty (") and run.rpartition(", seed ")[2] in (str(seed), run)
     )
-    positions = re.search(r"\| mean R_n, (\d+–\d+) \|", seed_0).group(1)
     evaluation = {(run, after): cells for run, after, _, *cells in sweep_50_evaluation()}
-    _, solved, hard, last_distinct, r_n = evaluation[(difficulty, "49")]
+    _, solved, hard, distinct_49, r_n = evaluation[(difficulty, "49")]
+    return {
+        "positions": re.search(r"\| mean R_n, (\d+–\d+) \|", section).group(1),
+        "distinct": training[difficulty][1],
+        "balanced distinct": training[balanced][1],
+        "none distinct": training[none][1],
+        "R_n": training[difficulty][0],
+        "balanced R_n": training[balanced][0],
+        "none R_n": training[none][0],
+        "evaluation distinct 9": evaluation[(difficulty, "9")][3],
+        "evaluation distinct 49": distinct_49,
+        "balanced evaluation distinct 49": evaluation[(balanced, "49")][3],
+        "evaluation solved 49": solved,
+        "evaluation hard 49": hard,
+        "evaluation R_n 49": r_n,
+        "balanced evaluation R_n 49": evaluation[(balanced, "49")][4],
+        "none evaluation R_n 49": evaluation[(none, "49")][4],
+    }
+
+
+@pytest.mark.parametrize("seed", DIFFICULTY_SEEDS)
+def test_the_sweep_50_page_describes_each_difficulty_seed_as_the_report_gives_it(seed):
+    """sweep-50/README.md's bullet on each committed `difficulty` seed: its distinct puzzles and mean R_n in
+    training, and its evaluation after iterations 9 and 49, beside `balanced`'s and `none`'s of its seed."""
+    page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    bullet = page[page.index(f"- **`difficulty` seed {seed}**") :]
+    bullet = bullet[: bullet.index(" - **")]
+    n = difficulty_beside_its_seed(seed)
     assert (
-        f"of the last 100 it wrote in training, {training[difficulty][1]} are distinct (`balanced` seed 0: "
-        f"{training[balanced][1]}, `none` seed 0: {training[none][1]}), and their mean R_n at the archive positions "
-        f"all runs of the seed share (puzzles {positions}) is {training[difficulty][0]}, against `none`'s "
-        f"{training[none][0]} and `balanced`'s {training[balanced][0]}"
-    ) in page
+        f"of the last 100 it wrote in training, {n['distinct']} are distinct (`balanced` seed {seed}: "
+        f"{n['balanced distinct']}, `none` seed {seed}: {n['none distinct']}), and their mean R_n at the archive "
+        f"positions all runs of the seed share (puzzles {n['positions']}) is {n['R_n']}, against `none`'s "
+        f"{n['none R_n']} and `balanced`'s {n['balanced R_n']}"
+    ) in bullet
     assert (
-        f"its 32 fixed-prompt puzzles are {evaluation[(difficulty, '9')][3]}% distinct after iteration 9 and "
-        f"{last_distinct}% after iteration 49 (`balanced` seed 0: {evaluation[(balanced, '49')][3]}%), all valid ones "
-        f"solved by the frozen initial Solver ({solved}% solved of valid, {hard}% hard but solvable), with R_n against "
-        f"the fixed reference set {r_n} (`balanced` seed 0: {evaluation[(balanced, '49')][4]}, `none`: "
-        f"{evaluation[(none, '49')][4]})"
-    ) in page
-    assert solved == "100.0" and float(r_n) < float(evaluation[(none, "49")][4])
-    assert f"`balanced` keeps {training[balanced][1]} of its last 100 distinct" in page
+        f"its 32 fixed-prompt puzzles are {n['evaluation distinct 9']}% distinct after iteration 9 and "
+        f"{n['evaluation distinct 49']}% after iteration 49 (`balanced` seed {seed}: "
+        f"{n['balanced evaluation distinct 49']}%), {n['evaluation solved 49']}% of the valid ones solved by the "
+        f"frozen initial Solver ({n['evaluation hard 49']}% hard but solvable), with R_n against the fixed reference "
+        f"set {n['evaluation R_n 49']} (`balanced` seed {seed}: {n['balanced evaluation R_n 49']}, `none`: "
+        f"{n['none evaluation R_n 49']})"
+    ) in bullet
+
+
+def test_the_sweep_50_page_reads_difficulty_seed_0_as_the_report_gives_it():
+    """The bullet's reading of seed 0 holds: all its valid fixed-prompt puzzles solved, their R_n below `none`'s,
+    and `balanced` keeping most of its last 100 distinct."""
+    page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    n = difficulty_beside_its_seed(0)
+    assert n["evaluation solved 49"] == "100.0" and float(n["evaluation R_n 49"]) < float(n["none evaluation R_n 49"])
+    assert f"`balanced` keeps {n['balanced distinct']} of its last 100 distinct" in page
