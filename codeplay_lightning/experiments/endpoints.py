@@ -1,8 +1,9 @@
 """Pre-registered tests (`codeplay compare --plan FILE`): endpoints written down before the runs, each measured per
-seed from the records, tested over the seeds (Student's t, n − 1 degrees of freedom, two-sided) and corrected by
-Holm within its family, the uncorrected p beside. The file (`docs/results/plan-50.yaml` is one):
+seed from the records, tested over the plan's seeds (Student's t, n − 1 degrees of freedom, two-sided) and corrected
+by Holm within its family, the uncorrected p beside. The file (`docs/results/plan-50.yaml` is one):
 
     iterations: 50     # the runs' planned length: a run that finished fewer is left out, with a note
+    seeds: [0, 1, 2]   # an endpoint is tested once all of them have run; until then: its values, no test
     baseline: none     # the run of each seed that `against: baseline` subtracts
     families:
       primary:
@@ -15,7 +16,8 @@ Holm within its family, the uncorrected p beside. The file (`docs/results/plan-5
 An endpoint of several presets tests their within-seed mean (the presets of a seed share its baseline run, so they
 are not independent tests). `against: baseline` (the default): each run minus its seed's baseline run; `zero`: the
 run's own value. `iterations`: the window, both ends included; `r_n_same_positions` has none: it is the effects
-table's mean R_n at the archive positions all runs of a seed share."""
+table's mean R_n at the archive positions all runs of a seed share. An endpoint short of some of the plan's seeds
+counts in its family's Holm correction as p = 1, so a test over fewer seeds than planned never enters it."""
 
 from __future__ import annotations
 
@@ -84,6 +86,7 @@ class Endpoint:
 class Plan:
     path: Path
     iterations: int
+    seeds: tuple[int, ...]
     baseline: str
     families: dict[str, tuple[Endpoint, ...]]
 
@@ -94,18 +97,25 @@ def read_plan(path: Path) -> Plan:
         found = yaml.safe_load(path.read_text())
     except yaml.YAMLError:
         raise ValueError(f"{path} is not YAML") from None
-    if not isinstance(found, dict) or set(found) != {"iterations", "baseline", "families"}:
-        raise ValueError(f"{path}: give exactly iterations, baseline and families")
-    iterations, families = found["iterations"], found["families"]
+    if not isinstance(found, dict) or set(found) != {"iterations", "seeds", "baseline", "families"}:
+        raise ValueError(f"{path}: give exactly iterations, seeds, baseline and families")
+    iterations, seeds, families = found["iterations"], found["seeds"], found["families"]
     if not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"{path}: iterations must be a number of iterations (1 or more), not {iterations!r}")
+    if not (
+        isinstance(seeds, list)
+        and len(seeds) >= 2
+        and all(isinstance(s, int) for s in seeds)
+        and len(set(seeds)) == len(seeds)
+    ):
+        raise ValueError(f"{path}: seeds must list two or more distinct seeds (a test needs two), not {seeds!r}")
     if not isinstance(families, dict) or not families:
         raise ValueError(f"{path}: families must map each family's name to its endpoints")
     plan = {name: tuple(_endpoint(path, entry, iterations) for entry in entries) for name, entries in families.items()}
     names = [endpoint.name for endpoints in plan.values() for endpoint in endpoints]
     if len(set(names)) < len(names):
         raise ValueError(f"{path}: an endpoint's name is used twice")
-    return Plan(path, iterations, str(found["baseline"]), plan)
+    return Plan(path, iterations, tuple(seeds), str(found["baseline"]), plan)
 
 
 def _endpoint(path: Path, entry: object, iterations: int) -> Endpoint:
@@ -166,16 +176,18 @@ def seed_value(endpoint: Endpoint, named: dict[str, TrainingRun], rows: dict[str
 
 
 def plan_tests(plan: Plan, runs: list[TrainingRun]) -> dict:
-    """Each family's endpoints tested over the seeds, from the runs that finished `plan.iterations` (same positions:
-    those the finished runs of a seed share): `seeds`, `families` (name -> [{"endpoint", "values" (seed -> value),
-    "effect" (RunEffect), "holm" (its corrected p)}]) and `notes` (the runs left out)."""
-    notes = [
-        f"{run.label}: {len(run.iterations)} of {plan.iterations} iterations finished, left out"
-        for run in runs
-        if len(run.iterations) < plan.iterations
-    ]
-    finished = by_seed([run for run in runs if len(run.iterations) >= plan.iterations])
-    seeds = sorted(finished, key=lambda seed: (seed is None, seed))
+    """Each family's endpoints tested over the plan's seeds, from the runs that finished `plan.iterations` (same
+    positions: those the finished runs of a seed share): `seeds`, `families` (name -> [{"endpoint", "values" (seed ->
+    value), "effect" (RunEffect; no t or p until every seed of the plan has a value), "holm" (its corrected p)}]) and
+    `notes` (the runs left out)."""
+    notes = []
+    for run in runs:
+        if len(run.iterations) < plan.iterations:
+            notes.append(f"{run.label}: {len(run.iterations)} of {plan.iterations} iterations finished, left out")
+        elif run.seed not in plan.seeds:
+            notes.append(f"{run.label}: seed {run.seed} is not one of the plan's, left out")
+    finished = by_seed([run for run in runs if len(run.iterations) >= plan.iterations and run.seed in plan.seeds])
+    seeds = sorted(finished)
     named = {seed: {run.name: run for run in finished[seed]} for seed in seeds}
     rows = {seed: {row["name"]: row for row in against_baseline(finished[seed], plan.baseline)} for seed in seeds}
     families = {}
@@ -186,9 +198,13 @@ def plan_tests(plan: Plan, runs: list[TrainingRun]) -> dict:
             for seed in seeds:
                 if (value := seed_value(endpoint, named[seed], rows[seed], plan.baseline)) is not None:
                     values[seed] = value
-            effect = between_runs(list(values.values())) if values else RunEffect([], 0.0, None, None, None)
+            if len(values) == len(plan.seeds):
+                effect = between_runs(list(values.values()))
+            else:  # short of the plan's seeds: no test yet, so none enters the family's correction
+                mean = sum(values.values()) / len(values) if values else 0.0
+                effect = RunEffect(list(values.values()), mean, None, None, None)
             tested.append({"endpoint": endpoint, "values": values, "effect": effect})
         for test, corrected in zip(tested, holm([test["effect"].p for test in tested])):
             test["holm"] = corrected
         families[family] = tested
-    return {"plan": plan, "seeds": seeds, "families": families, "notes": notes}
+    return {"plan": plan, "seeds": list(plan.seeds), "families": families, "notes": notes}

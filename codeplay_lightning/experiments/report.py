@@ -87,7 +87,9 @@ def plan_report(planned: dict) -> list[str]:
         "over seeds ± the between-seed SE, its 95% interval, Student's t on n − 1 degrees of freedom (two-sided), and "
         "p corrected by "
         f"Holm within its family beside the uncorrected. Only runs that finished {plan.iterations} iterations count. "
-        "Fractions in points. With one seed no test can be made (–).",
+        f"An endpoint is tested once all the plan's seeds ({', '.join(map(str, plan.seeds))}) have run; until then it "
+        "gives the mean of those that have, no test (–), and counts as p = 1 in its family's correction. "
+        "Fractions in points.",
         "",
         *(f"- {note}" for note in planned["notes"]),
         *([""] if planned["notes"] else []),

@@ -19,6 +19,7 @@ from codeplay_lightning.experiments.statistics import holm
 PRESETS = ("none", "difficulty", "novelty", "balanced")
 PLAN = """\
 iterations: 5
+seeds: [0, 1, 2]
 baseline: none
 families:
   primary:
@@ -109,12 +110,15 @@ def naive_slope(run: TrainingRun, first: int, last: int) -> float:
 def test_each_endpoint_per_seed_and_over_seeds_matches_a_naive_computation(tmp_path):
     rng = random.Random(1)
     runs = [synthetic_run(name, seed, 5, rng) for seed in (0, 1, 2) for name in PRESETS]
-    runs.append(synthetic_run("difficulty", 3, 4, rng))  # a seed whose only rewarded run stopped early
-    runs.append(synthetic_run("none", 3, 5, rng))
+    runs.append(synthetic_run("difficulty", 3, 4, rng))  # stopped early
+    runs.append(synthetic_run("none", 3, 5, rng))  # finished, but of a seed the plan does not name
     tested = plan_tests(plan_from(tmp_path, PLAN), runs)
 
-    assert tested["seeds"] == [0, 1, 2, 3]
-    assert tested["notes"] == ["difficulty: 4 of 5 iterations finished, left out"]
+    assert tested["seeds"] == [0, 1, 2]
+    assert tested["notes"] == [
+        "difficulty: 4 of 5 iterations finished, left out",
+        "none: seed 3 is not one of the plan's, left out",
+    ]
     by_seed = {seed: {run.name: run for run in runs if run.seed == seed} for seed in (0, 1, 2)}
     expected = {
         "P1": [
@@ -145,8 +149,7 @@ def test_each_endpoint_per_seed_and_over_seeds_matches_a_naive_computation(tmp_p
         assert [test["endpoint"].name for test in tests] == list(names)
         for test in tests:
             want = expected[test["endpoint"].name]
-            seeds = [0, 1, 2, 3] if test["endpoint"].name == "L2" else [0, 1, 2]  # seed 3: none alone finished
-            assert sorted(test["values"]) == seeds
+            assert sorted(test["values"]) == [0, 1, 2]
             assert [test["values"][seed] for seed in (0, 1, 2)] == pytest.approx(want)
             reference = ttest_1samp(list(test["values"].values()), 0.0)
             assert test["effect"].t == pytest.approx(reference.statistic)
@@ -156,13 +159,29 @@ def test_each_endpoint_per_seed_and_over_seeds_matches_a_naive_computation(tmp_p
         assert [test["holm"] for test in tests] == pytest.approx(naive_holm([test["effect"].p for test in tests]))
 
 
-def test_one_seed_gives_values_but_no_test(tmp_path):
+def test_an_endpoint_short_of_the_plans_seeds_gives_its_values_and_no_test(tmp_path):
+    """`difficulty` has run in two of the plan's three seeds: P1 and P3 give both seeds' values and their mean, no t
+    and no p, and count as p = 1 in the primary family, where P5 (three seeds) is tested."""
     rng = random.Random(2)
-    runs = [synthetic_run(name, 0, 5, rng) for name in ("none", "balanced")]
-    tested = plan_tests(plan_from(tmp_path, PLAN), runs)
+    runs = [synthetic_run(name, seed, 5, rng) for seed in (0, 1, 2) for name in ("none", "balanced")]
+    runs += [synthetic_run("difficulty", seed, 5, rng) for seed in (0, 1)]
+    plan = PLAN.replace(
+        "presets: [novelty]}",
+        "presets: [novelty]}\n    - {name: P5, statistic: r_n_same_positions, presets: [balanced]}",
+    )
+    tested = plan_tests(plan_from(tmp_path, plan), runs)
     tests = {test["endpoint"].name: test for family in tested["families"].values() for test in family}
-    assert set(tests["L1"]["values"]) == {0} and tests["L1"]["effect"].p is None and tests["L1"]["holm"] is None
-    assert tests["P1"]["values"] == {} and tests["P3"]["values"] == {}  # difficulty never ran
+    for name in ("P1", "P3"):
+        values, effect = tests[name]["values"], tests[name]["effect"]
+        assert sorted(values) == [0, 1] and effect.mean == pytest.approx(np.mean(list(values.values())))
+        assert effect.se is None and effect.t is None and effect.p is None and tests[name]["holm"] is None
+    assert tests["P6"]["values"] == {}  # novelty never ran
+    p5 = tests["P5"]["effect"].p
+    assert p5 == pytest.approx(ttest_1samp(list(tests["P5"]["values"].values()), 0.0).pvalue)
+    assert tests["P5"]["holm"] == pytest.approx(min(1.0, 4 * p5))  # P1, P3 and P6 count as p = 1
+    assert [tests[name]["holm"] for name in ("L1", "L2", "L3")] == pytest.approx(
+        naive_holm([tests[name]["effect"].p for name in ("L1", "L2", "L3")])
+    )
 
 
 def plan_from(directory: Path, text: str) -> Plan:
@@ -170,33 +189,41 @@ def plan_from(directory: Path, text: str) -> Plan:
     return read_plan(directory / "plan.yaml")
 
 
+HEAD = "iterations: 5\nseeds: [0, 1]\nbaseline: none\n"  # a valid plan's first lines
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("iterations: 5\nbaseline: none\n", "give exactly iterations, baseline and families"),
-        ("iterations: 0\nbaseline: none\nfamilies: {a: []}\n", "iterations must be a number of iterations"),
+        ("iterations: 5\nbaseline: none\n", "give exactly iterations, seeds, baseline and families"),
         (
-            "iterations: 5\nbaseline: none\nfamilies:\n  a:\n    - {name: X, statistic: pass_rate, "
-            "iterations: [1, 4], presets: [balanced]}\n",
+            "iterations: 5\nseeds: [0]\nbaseline: none\nfamilies: {a: []}\n",
+            "seeds must list two or more distinct seeds (a test needs two), not [0]",
+        ),
+        (
+            "iterations: 0\nseeds: [0, 1]\nbaseline: none\nfamilies: {a: []}\n",
+            "iterations must be a number of iterations",
+        ),
+        (
+            HEAD + "families:\n  a:\n    - {name: X, statistic: pass_rate, iterations: [1, 4], presets: [balanced]}\n",
             "statistic 'pass_rate' is none of",
         ),
         (
-            "iterations: 5\nbaseline: none\nfamilies:\n  a:\n    - {name: X, statistic: valid, iterations: [1, 5], "
-            "presets: [balanced]}\n",
+            HEAD + "families:\n  a:\n    - {name: X, statistic: valid, iterations: [1, 5], presets: [balanced]}\n",
             "iterations must be [first, last] within 0–4",
         ),
         (
-            "iterations: 5\nbaseline: none\nfamilies:\n  a:\n    - {name: X, statistic: r_n_same_positions, "
+            HEAD + "families:\n  a:\n    - {name: X, statistic: r_n_same_positions, "
             "presets: [balanced], against: zero}\n",
             "r_n_same_positions is against the baseline",
         ),
         (
-            "iterations: 5\nbaseline: none\nfamilies:\n  a:\n    - {name: X, statistic: valid, iterations: [1, 4], "
+            HEAD + "families:\n  a:\n    - {name: X, statistic: valid, iterations: [1, 4], "
             "presets: [balanced], windw: 3}\n",
             "unknown keys ['windw']",
         ),
         (
-            "iterations: 5\nbaseline: none\nfamilies:\n  a:\n    - {name: X, statistic: valid, iterations: [1, 4], "
+            HEAD + "families:\n  a:\n    - {name: X, statistic: valid, iterations: [1, 4], "
             "presets: [a]}\n  b:\n    - {name: X, statistic: valid, iterations: [1, 4], presets: [b]}\n",
             "an endpoint's name is used twice",
         ),
@@ -232,7 +259,8 @@ def test_compare_plan_writes_each_family_as_a_table_before_the_effects(tmp_path,
     assert "### primary (Holm over 3)" in report and "### late window (Holm over 3)" in report
     row = next(line for line in report.splitlines() if line.startswith("| L2 |"))
     assert row.startswith("| L2 | r_n_slope, 2–4 | none | zero | ")
-    assert len(row.split("|")) == 2 + 4 + 2 + 5  # endpoint, statistic, presets, against; 2 seeds; mean, 95%, t, p, Holm
+    assert len(row.split("|")) == 2 + 4 + 3 + 5  # endpoint, statistic, presets, against; 3 seeds; mean, 95%, t, p, Holm
+    assert row.endswith(" | – | – | – | – |")  # seeds 0 and 1 of the plan's three: no test yet
 
     assert main(["compare", *map(str, dirs), "--out", str(out), "--plan", str(tmp_path / "missing.yaml")]) != 0
     assert "missing.yaml" in capsys.readouterr().err
