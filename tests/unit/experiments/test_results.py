@@ -364,6 +364,16 @@ def test_the_built_in_checks_are_what_the_records_give():
     ) in text
     later = repeated(difficulty, round_4, range(2, 10))
     assert f"from iteration 2 the texts do ({later['same']} of the next {later['puzzles']} equal)" in text
+    difficulty, round_4 = records / "sweep-50/seed-1/difficulty", records / "sweep/seed-1/difficulty"
+    first, then, later = (repeated(difficulty, round_4, r) for r in (range(1), range(1, 2), range(2, 10)))
+    assert first["same"] == first["puzzles"] and first["fewer"] + first["more"] > 0
+    assert (
+        f"`difficulty` seed 1 repeated its round-4 iteration 0's texts ({first['same']} of {first['puzzles']}), but "
+        f"{first['fewer'] + first['more']} of them differ in D ({first['fewer']} fewer passes, {first['more']} more), "
+        f"so its rewards (by up to {first['R']:.1f} in R) and first PPO update differ from the record's, and from "
+        f"iteration 1 the texts do ({then['same']} of the next {then['puzzles']} equal, {later['same']} of the "
+        f"{later['puzzles']} after)"
+    ) in text
 
 
 def test_the_sweep_50_runs_said_finished_are_the_committed_records():
