@@ -656,3 +656,17 @@ def test_the_sweep_50_page_reads_difficulty_seed_0_as_the_report_gives_it():
     n = difficulty_beside_its_seed(0)
     assert n["evaluation solved 49"] == "100.0" and float(n["evaluation R_n 49"]) < float(n["none evaluation R_n 49"])
     assert f"`balanced` keeps {n['balanced distinct']} of its last 100 distinct" in page
+
+
+def test_the_sweep_50_page_reads_difficulty_seed_1_beside_seed_0_as_the_report_gives_it():
+    """The bullet's reading of seed 1: it does not repeat itself as seed 0 does, and in both seeds its R_n at the
+    shared positions is below `none`'s, by the ratios the bullet gives."""
+    page = " ".join((ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text().split())
+    seed_0, seed_1 = difficulty_beside_its_seed(0), difficulty_beside_its_seed(1)
+    assert int(seed_1["distinct"]) > 50 > int(seed_0["distinct"])
+    ratio = {seed: float(n["R_n"]) / float(n["none R_n"]) for seed, n in ((0, seed_0), (1, seed_1))}
+    assert max(ratio.values()) < 1
+    assert (
+        f"({seed_1['distinct']} of its last 100 distinct, seed 0's {seed_0['distinct']}), yet its R_n at the shared "
+        f"positions is {ratio[1]:.2f} of `none`'s (seed 0: {ratio[0]:.2f})"
+    ) in page
