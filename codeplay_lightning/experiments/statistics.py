@@ -57,6 +57,15 @@ class RunEffect:
 
         return float(student.ppf(0.975, self.runs - 1) * self.se)
 
+    @property
+    def prediction_half_interval(self) -> float | None:
+        """Half the width of the 95% interval for the effect of one more run like these, around their mean: Student's
+        t with `runs` - 1 degrees of freedom times sd·√(1 + 1/runs), which is se·√(runs + 1) (None: one run). What a
+        single run made elsewhere (another kind of host) is set against."""
+        if self.se is None:
+            return None
+        return self.half_interval * math.sqrt(self.runs + 1)
+
 
 def between_runs(effects: list[float]) -> RunEffect:
     """`effects`, one per run (each run's effect against its own baseline, same seed), summarised over the runs."""

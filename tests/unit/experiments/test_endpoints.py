@@ -264,3 +264,19 @@ def test_compare_plan_writes_each_family_as_a_table_before_the_effects(tmp_path,
 
     assert main(["compare", *map(str, dirs), "--out", str(out), "--plan", str(tmp_path / "missing.yaml")]) != 0
     assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_the_prediction_interval_for_one_more_run_matches_its_definition():
+    """mean ± t(0.975; n − 1) · sd · √(1 + 1/n), the sample sd computed by hand; none with one run."""
+    from scipy.stats import t as student
+
+    from codeplay_lightning.experiments.statistics import between_runs
+
+    rng = random.Random(3)
+    for n in (2, 3, 5):
+        effects = [rng.gauss(0.2, 0.1) for _ in range(n)]
+        mean = sum(effects) / n
+        sd = (sum((effect - mean) ** 2 for effect in effects) / (n - 1)) ** 0.5
+        naive = student.ppf(0.975, n - 1) * sd * (1 + 1 / n) ** 0.5
+        assert between_runs(effects).prediction_half_interval == pytest.approx(naive)
+    assert between_runs([0.3]).prediction_half_interval is None
