@@ -28,6 +28,7 @@ COMPARISONS = {  # report: the runs `codeplay compare` is given for it (from the
         "docs/results/plan-50.yaml",
     ),
     "docs/results/sweep-50/first-10/report.md": (["docs/results/records/sweep-50/seed-*/*"], 10, None),
+    "docs/results/sweep-50/second-host/report.md": (["docs/results/records/second-host/seed-*/*"], None, None),
     "docs/results/memory/none/report.md": (
         ["docs/results/records/sweep-50/seed-0/none", "docs/results/records/memory/seed-0/none"],
         6,
@@ -670,3 +671,79 @@ def test_the_sweep_50_page_reads_difficulty_seed_1_beside_seed_0_as_the_report_g
         f"({seed_1['distinct']} of its last 100 distinct, seed 0's {seed_0['distinct']}), yet its R_n at the shared "
         f"positions is {ratio[1]:.2f} of `none`'s (seed 0: {ratio[0]:.2f})"
     ) in page
+
+
+def test_the_second_host_check_is_what_the_records_give(monkeypatch):
+    """sweep-50/README.md's check on a second kind of host (plan-50's addendum of 2026-12-07): the one seed's
+    `balanced` effect there against the 95% interval for one more seed of the pooled runs' first 10 iterations, its
+    `none` against the first kind's record, and both runs' seconds, all as the committed records give them."""
+    from codeplay_lightning.experiments.runs import read_run
+
+    monkeypatch.chdir(ROOT)
+    records = ROOT / "docs" / "results" / "records"
+    second_host = records / "second-host" / "seed-0"
+    for preset in ("none", "balanced"):
+        host = json.loads((second_host / preset / "host.json").read_text())
+        assert not host["native_bf16"] and "avx2" in host["cpu_flags"] and "avx512f" not in host["cpu_flags"]
+        assert host["commit"].startswith("1682ec0")
+    page = (ROOT / "docs" / "results" / "sweep-50" / "README.md").read_text()
+    section = page[page.index("## A second kind of host") :]
+    pooled = effects_by_run("docs/results/sweep-50/first-10/report.md")
+    second = effects_by_run("docs/results/sweep-50/second-host/report.md")
+    rows = markdown_table(section, "`balanced` against `none`")
+    assert [row[0] for row in rows] == ["valid, it. 1+", "solved of valid, it. 1+", "mean R_n, same positions"]
+    for label, seeds, mean, interval, elsewhere, inside in rows:
+        effect, scale = pooled[("balanced", label)], (100 if pooled[("balanced", label)]["percent"] else 1)
+        summary, one = effect["summary"], second[("balanced", label)]["summary"]
+        assert effect["seeds"] == [0, 1, 2] and one.runs == 1
+        for text, value in zip(seeds.removesuffix(" pt").split(", "), summary.effects, strict=True):
+            assert shown_as(text, value * scale), (label, text)
+        assert shown_as(mean.removesuffix(" pt"), summary.mean * scale), label
+        low, high = (summary.mean + sign * summary.prediction_half_interval for sign in (-1, 1))
+        low_text, high_text = interval.removesuffix(" pt").split(" to ")
+        assert shown_as(low_text, low * scale) and shown_as(high_text, high * scale), label
+        assert shown_as(elsewhere.removesuffix(" pt"), one.mean * scale), label
+        assert inside == ("yes" if low <= one.mean <= high else "no"), label
+    text = " ".join(section.split())
+    first = repeated(second_host / "none", records / "sweep-50" / "seed-0" / "none", range(1))
+    later = repeated(second_host / "none", records / "sweep-50" / "seed-0" / "none", range(1, 10))
+    assert (
+        f"`none`'s iteration 0 there against its record on the first kind: {first['same']} of {first['puzzles']} "
+        f"texts equal at the same position, and {later['same']} of the {later['puzzles']} of iterations 1–9"
+    ) in text
+    for preset in ("none", "balanced"):
+        here, there = (
+            [record["seconds"] for record in read_run(run).iterations]
+            for run in (second_host / preset, records / "sweep-50" / "seed-0" / preset)
+        )
+        assert f"`{preset}` {sum(here) / 60:.1f} min (first kind, seed 0: {sum(there[:10]) / 60:.1f} min)" in text
+    first_kind = [records / "sweep-50" / f"seed-{seed}" for seed in (0, 1, 2)]
+
+    def solved_of_valid(run: Path) -> str:
+        """Over iterations 1–9, in %: what the reports' "solved of valid, it. 1+" is over a run's first 10."""
+        valid = [puzzle for puzzle in read_run(run).puzzles if 1 <= puzzle["iteration"] <= 9 and puzzle["valid"]]
+        return f"{100 * sum(puzzle['D'] is not None for puzzle in valid) / len(valid):.1f}%"
+
+    levels = {
+        preset: f"{solved_of_valid(second_host / preset)} (first kind: "
+        + ", ".join(solved_of_valid(seed / preset) for seed in first_kind)
+        + ")"
+        for preset in ("none", "balanced")
+    }
+    assert (
+        f"`none` {levels['none'].replace(' (first kind: ', ' solved of valid over iterations 1–9 (first kind: ')}"
+        f" and `balanced` {levels['balanced'].replace('(first kind: ', '(')}"
+    ) in text
+
+    def peaks(run: Path) -> list[float]:
+        return [record["peak_rss_gib"] for record in read_run(run).iterations[:10]]
+
+    none, balanced = peaks(second_host / "none"), peaks(second_host / "balanced")
+    none_first_kind = [peaks(seed / "none") for seed in first_kind]
+    highest = [max(peaks(seed / "balanced")) for seed in first_kind]
+    assert (
+        f"Peak RSS: `none` {none[0]:.2f} → {none[-1]:.2f} GiB (first kind: {min(p[0] for p in none_first_kind):.2f}–"
+        f"{max(p[0] for p in none_first_kind):.2f} → {min(p[-1] for p in none_first_kind):.2f}–"
+        f"{max(p[-1] for p in none_first_kind):.2f}), `balanced` {balanced[0]:.2f} → {balanced[-1]:.2f} GiB, highest "
+        f"{max(balanced):.2f} (first kind: highest {min(highest):.2f}–{max(highest):.2f})"
+    ) in text
