@@ -711,39 +711,40 @@ def test_the_second_host_check_is_what_the_records_give(monkeypatch):
         f"`none`'s iteration 0 there against its record on the first kind: {first['same']} of {first['puzzles']} "
         f"texts equal at the same position, and {later['same']} of the {later['puzzles']} of iterations 1–9"
     ) in text
-    for preset in ("none", "balanced"):
-        here, there = (
-            [record["seconds"] for record in read_run(run).iterations]
-            for run in (second_host / preset, records / "sweep-50" / "seed-0" / preset)
+    # each run's first 10 iterations, read once: this host's (key None) and the first kind's seeds 0, 1 and 2
+    runs = {
+        (seed, preset): read_run(
+            second_host / preset if seed is None else records / "sweep-50" / f"seed-{seed}" / preset, 10
         )
-        assert f"`{preset}` {sum(here) / 60:.1f} min (first kind, seed 0: {sum(there[:10]) / 60:.1f} min)" in text
-    first_kind = [records / "sweep-50" / f"seed-{seed}" for seed in (0, 1, 2)]
-
-    def solved_of_valid(run: Path) -> str:
-        """Over iterations 1–9, in %: what the reports' "solved of valid, it. 1+" is over a run's first 10."""
-        valid = [puzzle for puzzle in read_run(run).puzzles if 1 <= puzzle["iteration"] <= 9 and puzzle["valid"]]
-        return f"{100 * sum(puzzle['D'] is not None for puzzle in valid) / len(valid):.1f}%"
-
-    levels = {
-        preset: f"{solved_of_valid(second_host / preset)} (first kind: "
-        + ", ".join(solved_of_valid(seed / preset) for seed in first_kind)
-        + ")"
+        for seed in (None, 0, 1, 2)
         for preset in ("none", "balanced")
     }
+
+    def minutes(seed: int | None, preset: str) -> str:
+        return f"{sum(record['seconds'] for record in runs[(seed, preset)].iterations) / 60:.1f}"
+
+    def solved_of_valid(seed: int | None, preset: str) -> str:
+        """Over iterations 1–9, in %: the reports' "solved of valid, it. 1+" over a run's first 10."""
+        valid = [puzzle for puzzle in runs[(seed, preset)].puzzles if puzzle["iteration"] >= 1 and puzzle["valid"]]
+        return f"{100 * sum(puzzle['D'] is not None for puzzle in valid) / len(valid):.1f}%"
+
+    def peaks(seed: int | None, preset: str) -> list[float]:
+        return [record["peak_rss_gib"] for record in runs[(seed, preset)].iterations]
+
+    for preset in ("none", "balanced"):
+        assert f"`{preset}` {minutes(None, preset)} min (first kind, seed 0: {minutes(0, preset)} min)" in text
+    first_kind = {
+        preset: ", ".join(solved_of_valid(seed, preset) for seed in (0, 1, 2)) for preset in ("none", "balanced")
+    }
     assert (
-        f"`none` {levels['none'].replace(' (first kind: ', ' solved of valid over iterations 1–9 (first kind: ')}"
-        f" and `balanced` {levels['balanced'].replace('(first kind: ', '(')}"
+        f"`none` {solved_of_valid(None, 'none')} solved of valid over iterations 1–9 (first kind: "
+        f"{first_kind['none']}) and `balanced` {solved_of_valid(None, 'balanced')} ({first_kind['balanced']})"
     ) in text
-
-    def peaks(run: Path) -> list[float]:
-        return [record["peak_rss_gib"] for record in read_run(run).iterations[:10]]
-
-    none, balanced = peaks(second_host / "none"), peaks(second_host / "balanced")
-    none_first_kind = [peaks(seed / "none") for seed in first_kind]
-    highest = [max(peaks(seed / "balanced")) for seed in first_kind]
+    none, balanced = peaks(None, "none"), peaks(None, "balanced")
+    firsts, lasts = [peaks(seed, "none")[0] for seed in (0, 1, 2)], [peaks(seed, "none")[-1] for seed in (0, 1, 2)]
+    highest = [max(peaks(seed, "balanced")) for seed in (0, 1, 2)]
     assert (
-        f"Peak RSS: `none` {none[0]:.2f} → {none[-1]:.2f} GiB (first kind: {min(p[0] for p in none_first_kind):.2f}–"
-        f"{max(p[0] for p in none_first_kind):.2f} → {min(p[-1] for p in none_first_kind):.2f}–"
-        f"{max(p[-1] for p in none_first_kind):.2f}), `balanced` {balanced[0]:.2f} → {balanced[-1]:.2f} GiB, highest "
+        f"Peak RSS: `none` {none[0]:.2f} → {none[-1]:.2f} GiB (first kind: {min(firsts):.2f}–{max(firsts):.2f} → "
+        f"{min(lasts):.2f}–{max(lasts):.2f}), `balanced` {balanced[0]:.2f} → {balanced[-1]:.2f} GiB, highest "
         f"{max(balanced):.2f} (first kind: highest {min(highest):.2f}–{max(highest):.2f})"
     ) in text
