@@ -164,7 +164,13 @@ def train(
                 ) from error
             raise
     # rank 0's, on every rank: another rank's own logger, never written, counts the folder rank 0 made as taken
-    return Path(trainer.log_dir)
+    run_dir = Path(trainer.log_dir)  # a broadcast: the run's last collective
+    if torch.distributed.is_initialized():
+        # Lightning leaves a gloo group to the interpreter's exit, where its worker threads can abort a finished
+        # rank (SIGABRT), and torchrun counts that node as failed. Only here, after a finished run: destroying a
+        # group while another rank is still in a collective can hang.
+        torch.distributed.destroy_process_group()
+    return run_dir
 
 
 class RankLost(ConnectionError):

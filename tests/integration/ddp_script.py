@@ -4,12 +4,14 @@
     torchrun --nnodes 2 --node-rank N --nproc-per-node 1 ... ddp_script.py OUT ITERATIONS nodes [auto]
 
 trains `configs/smoke.yaml` (tiny overrides) for ITERATIONS iterations under OUT/runs, resuming
-the newest checkpoint there with `auto`. Lightning's `ddp` strategy re-executes this script (same
+the newest checkpoint there with `auto`; with DDP_SCRIPT_REFERENCE=FILE.npz in the environment, its reference set
+is the one saved there rather than embedded again. Lightning's `ddp` strategy re-executes this script (same
 argv, LOCAL_RANK=1) as rank 1; with `nodes`, each of two torchrun "nodes" on this host runs one rank
 (trainer.num_nodes=2, trainer.devices=1), their collectives timing out after NODES_TIMEOUT seconds.
-At the end of training each rank saves OUT/rank{r}.pt: its archive,
-global_step, buffer and minibatch sizes, the module's weights and its pid. Rank 0 then waits for
-rank 1 to exit, so that when the command returns both ranks (and their sandboxes) are gone.
+At the end of training each rank saves OUT/rank{r}.pt: its archive, global_step, buffer and minibatch sizes,
+the module's weights and its pid; once train() returns, OUT/rank{r}.returned.json: the run folder it returned and
+whether it left the process group behind. Rank 0 then waits for rank 1 to exit, so that when the command returns
+both ranks (and their sandboxes) are gone.
 
 With `selfplay` the Solver learns by BC after every iteration (`selfplay.learn_every=1`), with stand-ins
 patched in here, so in both ranks' processes: each rank's Setter streams write the same two valid puzzles
@@ -22,12 +24,14 @@ adapters (at the start and the end) and the verified pairs its own Solver found,
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import re
 import sys
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: the tiny model and tokenizer
@@ -44,6 +48,7 @@ from codeplay_lightning.setter.rollout_callback import RolloutCallback  # noqa: 
 from codeplay_lightning.solver.learning import verified_pairs  # noqa: E402
 from codeplay_lightning.train import train  # noqa: E402
 
+REFERENCE_FILE = "DDP_SCRIPT_REFERENCE"  # the environment variable naming a saved reference set (.npz)
 HANG_SECONDS = 240  # a run takes ~20 s; the test's own timeout is longer
 NODES_TIMEOUT = 30  # seconds a rank of `nodes` waits for the other in a collective
 # like test_training.tiny_config, with more minibatches than a rank has puzzles: some minibatches are
@@ -133,6 +138,13 @@ def patch_selfplay() -> None:
     selfplay.verified_pairs = recording_verified_pairs
 
 
+def patch_reference_set(path: Path) -> None:
+    """The reference set as the test session embedded and saved it (REFERENCE_FILE), in this process: embedding it
+    again in each rank of each run cost 6 to 14 s a rank. The script trains the smoke preset's, as saved."""
+    saved = np.load(path)
+    train_module._reference_set = lambda config, embedder: (saved["embeddings"], float(saved["distance"]))
+
+
 def rollout_of(trainer: L.Trainer) -> RolloutCallback:
     return next(callback for callback in trainer.callbacks if isinstance(callback, RolloutCallback))
 
@@ -151,10 +163,11 @@ class RecordRank(L.Callback):
     """Saves what this rank ended with; on rank 0, keeps the rank processes Lightning launched."""
 
     def __init__(self, out: Path):
-        self.out, self.buffer_sizes, self.batch_sizes, self.children = out, [], [], []
+        self.out, self.buffer_sizes, self.batch_sizes, self.children, self.rank = out, [], [], [], 0
         self.initial_adapters = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.rank = trainer.global_rank  # kept: once train() returns, the process group is gone
         self.children = list(getattr(trainer.strategy.launcher, "procs", []))  # rank 0: rank 1's Popen
         learner = learner_of(trainer)
         if learner is not None:  # as initialised: a resumed run loads its checkpoint's later
@@ -205,13 +218,16 @@ def main(out: Path, iterations: int, resume: str | None, selfplay_mode: bool, no
     overrides = [*OVERRIDES, *(SELFPLAY_OVERRIDES if selfplay_mode else []), *(NODES_OVERRIDES if nodes else [])]
     if selfplay_mode:
         patch_selfplay()
+    if REFERENCE_FILE in os.environ:
+        patch_reference_set(Path(os.environ[REFERENCE_FILE]))
     config = load_config(
         [CONFIGS / "smoke.yaml"], [f"trainer.run_root={out / 'runs'}", f"trainer.iterations={iterations}", *overrides]
     )
     record = RecordRank(out)
     run_dir = train(config, resume=resume, policy=stream_llama(tokenizer), tokenizer=tokenizer, callbacks=[record])
-    (out / f"rank{rank()}.run_dir").write_text(str(run_dir))  # what train() returned on this rank
-    for child in record.children:  # the process group is destroyed at exit by Lightning's atexit hook
+    returned = {"run_dir": str(run_dir), "group_left": torch.distributed.is_initialized()}  # what train() left
+    (out / f"rank{record.rank}.returned.json").write_text(json.dumps(returned))
+    for child in record.children:
         child.wait(timeout=HANG_SECONDS)
 
 

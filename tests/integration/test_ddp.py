@@ -58,19 +58,24 @@ pytestmark = pytest.mark.skipif(
 
 
 class Runs:
-    """Launches `ddp_script.py` runs; kills whatever is still running when the test ends."""
+    """Launches `ddp_script.py` runs, their ranks given the session's reference set; kills whatever is still
+    running when the test ends."""
 
-    def __init__(self):
+    def __init__(self, reference_file: Path):
         self.processes: list[subprocess.Popen] = []
+        self.reference_file = reference_file
+
+    def environment(self, **extra: str) -> dict[str, str]:
+        kept = {key: value for key, value in os.environ.items() if key not in LAUNCHER_ENV}
+        return kept | {"DDP_SCRIPT_REFERENCE": str(self.reference_file), **extra}
 
     def launch(self, out: Path, iterations: int, *words: str) -> tuple[subprocess.Popen, Path]:
         """`words`: `auto` (resume), `selfplay` (the script's self-play mode)."""
         out.mkdir(parents=True, exist_ok=True)
-        env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_ENV}
         with (out / "log.txt").open("w") as log:
             process = subprocess.Popen(
                 [sys.executable, str(SCRIPT), str(out), str(iterations), *words],
-                env=env,
+                env=self.environment(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -104,8 +109,8 @@ class Runs:
 
 
 @pytest.fixture
-def runs():
-    runs = Runs()
+def runs(smoke_reference_file):
+    runs = Runs(smoke_reference_file)
     yield runs
     runs.close()
 
@@ -144,7 +149,10 @@ def check_run(out: Path, ranks: list[dict], iterations: int) -> None:
     """Both ranks agree, and rank 0's files hold both ranks' puzzles."""
     zero, one = ranks
     assert zero["world_size"] == one["world_size"] == 2
-    assert [Path((out / f"rank{n}.run_dir").read_text()) for n in (0, 1)] == [run_dir(out)] * 2  # rank 0's folder
+    returned = [json.loads((out / f"rank{n}.returned.json").read_text()) for n in (0, 1)]
+    assert [Path(rank["run_dir"]) for rank in returned] == [run_dir(out)] * 2  # rank 0's folder
+    # a gloo group left to the interpreter's exit can abort a finished rank (SIGABRT), failing its torchrun node
+    assert [rank["group_left"] for rank in returned] == [False, False]
     assert zero["archive"]["texts"] == one["archive"]["texts"]  # the same puzzles in the same order
     assert torch.equal(zero["archive"]["embeddings"], one["archive"]["embeddings"])
     assert zero["global_step"] == one["global_step"] == iterations * zero["steps_per_iteration"]
@@ -317,7 +325,7 @@ def free_port() -> int:
 def launch_nodes(runs: Runs, out: Path, iterations: int, *words: str) -> list[subprocess.Popen]:
     """Two torchrun "nodes" on this host (loopback, gloo), one rank each, as `ddp_script.py ... nodes`."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_ENV} | {"OMP_NUM_THREADS": "1"}
+    env = runs.environment(OMP_NUM_THREADS="1")
     port, nodes = free_port(), []
     for node in (0, 1):
         with (out / f"node{node}.txt").open("w") as log:
@@ -348,7 +356,7 @@ def test_two_nodes_of_one_process_train_as_one_node_of_two_and_a_lost_node_stops
     """torchrun's 2 nodes × 1 process against Lightning's 1 node × 2 processes: the same puzzles, rewards and
     weights (both with one thread a process, as torchrun sets: other thread counts round differently). Then a node
     killed after its first checkpoint: the other stops with an error within the collective timeout, and the run
-    resumes from that checkpoint to the end."""
+    resumes from that checkpoint for two more iterations."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     one = runs.launch(tmp_path / "one", 2)
     nodes = launch_nodes(runs, tmp_path / "nodes", 2)
@@ -381,7 +389,8 @@ def test_two_nodes_of_one_process_train_as_one_node_of_two_and_a_lost_node_stops
     assert re.search(r"RankLost: rank 0 of 2 lost another rank \(.+\): the run stops; .* --resume \S+version_0", log)
     stopped_at = completed_iterations(checkpoint)
     assert 1 <= stopped_at < 30
-    check_run(lost, finish_nodes(lost, launch_nodes(runs, lost, 30, "auto")), 30)
+    resumed_to = stopped_at + 2  # (not the 30: the resume is what is tested, not its length)
+    check_run(lost, finish_nodes(lost, launch_nodes(runs, lost, resumed_to, "auto")), resumed_to)
 
 
 def ranks_of(out: Path, rank: int) -> list[int]:
