@@ -171,7 +171,7 @@ def test_sft_on_action_examples_learns_their_responses(tmp_path, corpus_file, ti
     actions.write_text("".join(json.dumps(example.__dict__) + "\n" for example in examples))
     tokenizer = copy.deepcopy(char_tokenizer)
     tokenizer.chat_template = TURNS_CHAT_TEMPLATE
-    block = 3000
+    block = 1500  # every example whole (the longest packs to 1,411 characters), each step a third of 3,000's
     sequences, too_long = pack_examples(tokenizer, examples, block, seed=0)
     assert too_long == 0
     before = mean_loss(tiny_llama, tokenizer, sequences)
