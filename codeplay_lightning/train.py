@@ -17,7 +17,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoa
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 
-from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
+from codeplay_lightning.archive import NoveltyArchive, load_embedder
 from codeplay_lightning.config import (
     ConfigError,
     TrainConfig,
@@ -25,7 +25,6 @@ from codeplay_lightning.config import (
     run_version,
     to_yaml,
 )
-from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.devices import check_devices, host_record, judge_workers, resolved_precision, usable_cores
 from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.execution.ray_backend import RaySandbox
@@ -35,9 +34,6 @@ from codeplay_lightning.models.loading import load_causal_lm, with_lora
 from codeplay_lightning.puzzles import (
     Puzzle,
     fewshot_puzzles,
-    in_classes,
-    load_p3,
-    load_p3_split,
 )
 from codeplay_lightning.puzzles.files import puzzles_to_solve
 from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterPPOModule
@@ -45,7 +41,7 @@ from codeplay_lightning.setter.checkpoint import IterationCheckpoint, StreamingC
 from codeplay_lightning.setter.evaluation_callback import SetterEvaluation
 from codeplay_lightning.setter.progress import Progress
 from codeplay_lightning.setter.records import RunRecords
-from codeplay_lightning.setter.rollout import setter_sampling_prompt
+from codeplay_lightning.setter.rollout import reference_set, setter_sampling_prompt
 from codeplay_lightning.setter.rollout_callback import Novelty, RewardSolver
 from codeplay_lightning.setter.selfplay import SelfPlay
 from codeplay_lightning.solver import STRATEGIES, Solver, solver_sampling
@@ -96,7 +92,7 @@ def train(
         policy, frozen, initial = _policy_frozen_initial(policy, config)
         examples = fewshot_puzzles()[: config.rollout.fewshot]
         embedder = load_embedder(config.reward.embedder)
-        reference, reference_distance = _reference_set(config, embedder)
+        reference, reference_distance = reference_set(embedder, config.reward)
         logger = TensorBoardLogger(
             config.trainer.run_root,
             name=config.name,
@@ -369,19 +365,3 @@ def _evaluation(
         reference_distance=reference_distance,
         records=records,
     )
-
-
-def _reference_set(config: TrainConfig, embedder) -> tuple[np.ndarray, float]:
-    """The reference set's embeddings and what R_n's distances are normalised by, their mean pairwise distance: P3's
-    train split when `reward.reference` gives P3's puzzles.json, else our corpus's training families."""
-    if config.reward.reference is None:
-        reference = reference_puzzles()
-        name = "our corpus's training families; reward.reference=P3's puzzles.json for P3's"
-    else:
-        split = load_p3_split(config.reward.reference_split)
-        reference = in_classes(load_p3(config.reward.reference), split["train"])
-        name = f"P3's train split of {config.reward.reference}"
-    embeddings = embed(embedder, [p.f for p in reference])
-    distance = reference_mean_distance(embeddings)
-    log.info("novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)", distance, len(reference), name)
-    return embeddings, distance

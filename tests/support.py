@@ -1,15 +1,18 @@
 """Test support, built in code: a character-level tokenizer, a tiny Llama that streams characters,
 three puzzles with an LLM answer function the Solver tests share, and `ScriptedLLM`, an LLM whose
-completions a test writes; `markdown_table`, the rows of a table in the docs a test checks."""
+completions a test writes; `CharEmbedder`, a sentence embedder; `markdown_table`, the rows of a table in the docs a
+test checks."""
 
 from __future__ import annotations
 
 import re
 import string
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -201,3 +204,15 @@ def markdown_table(text: str, first_header: str) -> list[list[str]]:
 
 def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+
+
+class CharEmbedder:
+    """A sentence embedder built in code: each text's counts of the printable characters (plus one), normalised."""
+
+    def get_embedding_dimension(self) -> int:
+        return len(string.printable)
+
+    def encode(self, texts, **_) -> np.ndarray:
+        counts = [Counter(text) for text in texts]
+        vectors = np.array([[1 + count[c] for c in string.printable] for count in counts], dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)

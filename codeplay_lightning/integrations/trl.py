@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
+from codeplay_lightning.archive import NoveltyArchive, load_embedder
 from codeplay_lightning.config import RewardConfig, RolloutConfig, SolverConfig
-from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.execution import IsolationError, Sandbox
 from codeplay_lightning.llm import LLM
 from codeplay_lightning.puzzles import SETTER_STOP, SOLVER_STOP, Puzzle, fewshot_puzzles
 from codeplay_lightning.rewards import Combine, total_reward
-from codeplay_lightning.setter.rollout import judge_puzzles, novelty_distances, reward_puzzles
+from codeplay_lightning.setter.rollout import judge_puzzles, novelty_distances, reference_set, reward_puzzles
 from codeplay_lightning.solver import FewShotSolver, candidate_program
 
 
@@ -112,7 +111,7 @@ class SetterReward(_SandboxedReward):
         solver_config = SolverConfig(attempts=attempts)
         self.embedder = load_embedder(self.reward.embedder)
         self.archive = NoveltyArchive(self.embedder.get_embedding_dimension())
-        self.reference_distance = reference_mean_distance(embed(self.embedder, [p.f for p in reference_puzzles()]))
+        _, self.reference_distance = reference_set(self.embedder, self.reward)
         self.last: tuple[Sequence, list] | None = None  # the completions last scored, and their scores
         super().__init__(workers, timeout, allow_partial_isolation)  # the sandbox last: nothing after it can fail
         self.solver = FewShotSolver(solver_llm, self.sandbox, fewshot_puzzles()[: RolloutConfig.fewshot], solver_config)

@@ -9,15 +9,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from codeplay_lightning.archive import NoveltyArchive, embed, load_embedder, reference_mean_distance
+from codeplay_lightning.archive import NoveltyArchive, load_embedder
 from codeplay_lightning.config import RewardConfig
-from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.llm import HFLLM, OpenAILLM
 from codeplay_lightning.puzzles import SETTER_STOP, Puzzle, setter_prompt
 from codeplay_lightning.setter.rollout import (
     Judged,
     judge_puzzles,
     novelty_distances,
+    reference_set,
     reward_puzzles,
     setter_sampling_prompt,
 )
@@ -40,7 +40,7 @@ def evaluate_setter(texts: Sequence[str], solver: Solver) -> tuple[dict, list[di
     against an archive filled in sampling order, normalised by our corpus): `setter_summary` and a row per text."""
     reward = RewardConfig()
     embedder = load_embedder(reward.embedder)
-    reference_distance = reference_mean_distance(embed(embedder, [p.f for p in reference_puzzles()]))
+    _, reference_distance = reference_set(embedder, reward)
     judged = judge_puzzles(texts, solver)
     distances = novelty_distances(texts, NoveltyArchive(embedder.get_embedding_dimension()), embedder)
     scored = reward_puzzles(texts, judged, distances, reference_distance, reward)

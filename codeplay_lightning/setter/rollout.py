@@ -15,6 +15,7 @@ is silent on it; dropping it keeps every trained sequence a whole puzzle with it
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,15 +23,26 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from codeplay_lightning.archive import NoveltyArchive, embed
+from codeplay_lightning.archive import NoveltyArchive, embed, reference_mean_distance
 from codeplay_lightning.config import RewardConfig, TrainConfig
+from codeplay_lightning.corpus import reference_puzzles
 from codeplay_lightning.models import SamplingConfig, sample_streams, token_consistent_prompt
 from codeplay_lightning.ppo import explained_variance, gae, kl_penalty, masked_mean, token_rewards, whiten
-from codeplay_lightning.puzzles import SETTER_STOP, Puzzle, PuzzleCheck, check_puzzle, setter_prompt
+from codeplay_lightning.puzzles import (
+    SETTER_STOP,
+    Puzzle,
+    PuzzleCheck,
+    check_puzzle,
+    in_classes,
+    load_p3,
+    load_p3_split,
+    setter_prompt,
+)
 from codeplay_lightning.rewards import difficulty_reward, novelty_reward, total_reward
 from codeplay_lightning.setter.module import SetterPPOModule
 from codeplay_lightning.solver import Solver, SolverResult
 
+log = logging.getLogger(__name__)
 Judged = tuple[PuzzleCheck, SolverResult | None]  # the Solver's result is None for an invalid puzzle
 
 
@@ -120,6 +132,22 @@ def novelty_distances(texts: Sequence[str], archive: NoveltyArchive, embedder, g
     embeddings = embed(embedder, list(texts))  # (N, D)
     all_texts, all_embeddings, offset = (texts, embeddings, 0) if gather is None else gather(texts, embeddings)
     return archive.score_and_add(list(all_texts), all_embeddings)[offset : offset + len(texts)]
+
+
+def reference_set(embedder, reward: RewardConfig) -> tuple[np.ndarray, float]:
+    """The reference set's embeddings and what R_n's distances are normalised by, their mean pairwise distance: P3's
+    train split when `reward.reference` gives P3's puzzles.json, else our corpus's training families."""
+    if reward.reference is None:
+        reference = reference_puzzles()
+        name = "our corpus's training families; reward.reference=P3's puzzles.json for P3's"
+    else:
+        split = load_p3_split(reward.reference_split)
+        reference = in_classes(load_p3(reward.reference), split["train"])
+        name = f"P3's train split of {reward.reference}"
+    embeddings = embed(embedder, [p.f for p in reference])
+    distance = reference_mean_distance(embeddings)
+    log.info("novelty normaliser: mean pairwise distance %.4f over %d puzzles (%s)", distance, len(reference), name)
+    return embeddings, distance
 
 
 def reward_puzzles(

@@ -19,17 +19,17 @@ from codeplay_lightning.setter.rollout import Episode
 def reference_set_once():
     """Every training run begins by embedding its reference set (about 200 puzzles, 6 s on 2 cores, the most of a
     tiny run's time): here the first run of each reference set embeds it, and the later ones are given its result."""
-    embed_reference, computed = train_module._reference_set, {}
+    embed_reference, computed = train_module.reference_set, {}
 
-    def once(config, embedder):
-        key = (config.reward.embedder, config.reward.reference, config.reward.reference_split)
+    def once(embedder, reward):
+        key = (reward.embedder, reward.reference, reward.reference_split)
         if key not in computed:
-            computed[key] = embed_reference(config, embedder)
+            computed[key] = embed_reference(embedder, reward)
         embeddings, distance = computed[key]
         return embeddings.copy(), distance
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(train_module, "_reference_set", once)
+        patch.setattr(train_module, "reference_set", once)
         yield
 
 
@@ -37,7 +37,7 @@ def reference_set_once():
 def smoke_reference_file(tmp_path_factory, reference_set_once):
     """The smoke preset's reference set, embedded once and saved, for the ranks of `ddp_script.py` to load."""
     config = load_config([CONFIGS / "smoke.yaml"])
-    embeddings, distance = train_module._reference_set(config, load_embedder(config.reward.embedder))
+    embeddings, distance = train_module.reference_set(load_embedder(config.reward.embedder), config.reward)
     path = tmp_path_factory.mktemp("reference") / "smoke.npz"
     np.savez(path, embeddings=embeddings, distance=distance)
     return path

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import doctest
 import re
-import string
 from collections import Counter
 
-import numpy as np
 import pytest
-from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, ScriptedLLM
+from support import GOOD_MORNING, NEGATIVE_ROOT, SEVEN, CharEmbedder, ScriptedLLM
 
 from codeplay_lightning.archive import NoveltyArchive, embed, reference_mean_distance
 from codeplay_lightning.config import RewardConfig, SolverConfig
@@ -66,18 +64,6 @@ def test_p3_reward_leaves_out_what_the_sandbox_failed_to_judge(monkeypatch):
 def test_p3_reward_refuses_bad_input_in_one_line(completions, columns, error, message):
     with P3Reward(workers=1) as reward, pytest.raises(error, match=f"^{re.escape(message)}[^\n]*$"):
         reward(["def g():"] * len(completions), completions, **columns)
-
-
-class CharEmbedder:
-    """A sentence embedder built in code: each text's counts of the printable characters (plus one), normalised."""
-
-    def get_embedding_dimension(self) -> int:
-        return len(string.printable)
-
-    def encode(self, texts, **_) -> np.ndarray:
-        counts = [Counter(text) for text in texts]
-        vectors = np.array([[1 + count[c] for c in string.printable] for count in counts], dtype=np.float32)
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def solver_llm() -> ScriptedLLM:
