@@ -31,10 +31,7 @@ from codeplay_lightning.execution.ray_backend import RaySandbox
 from codeplay_lightning.llm import HFLLM, LLM, load_llm
 from codeplay_lightning.llm.interface import LLMUsage
 from codeplay_lightning.models.loading import load_causal_lm, with_lora
-from codeplay_lightning.puzzles import (
-    Puzzle,
-    fewshot_puzzles,
-)
+from codeplay_lightning.puzzles import Puzzle, fewshot_puzzles
 from codeplay_lightning.puzzles.files import puzzles_to_solve
 from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterPPOModule
 from codeplay_lightning.setter.checkpoint import IterationCheckpoint, StreamingCheckpointIO, find_checkpoint
