@@ -37,6 +37,7 @@ from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterP
 from codeplay_lightning.setter.checkpoint import IterationCheckpoint, StreamingCheckpointIO, find_checkpoint
 from codeplay_lightning.setter.evaluation_callback import SetterEvaluation
 from codeplay_lightning.setter.progress import Progress
+from codeplay_lightning.setter.ranks import distributed
 from codeplay_lightning.setter.records import RunRecords
 from codeplay_lightning.setter.rollout import reference_set, setter_sampling_prompt
 from codeplay_lightning.setter.rollout_callback import Novelty, RewardSolver
@@ -158,7 +159,7 @@ def train(
             raise
     # rank 0's, on every rank: another rank's own logger, never written, counts the folder rank 0 made as taken
     run_dir = Path(trainer.log_dir)  # a broadcast: the run's last collective
-    if torch.distributed.is_initialized():
+    if distributed():
         # Lightning leaves a gloo group to the interpreter's exit, where its worker threads can abort a finished
         # rank (SIGABRT), and torchrun counts that node as failed. Only here, after a finished run: destroying a
         # group while another rank is still in a collective can hang.

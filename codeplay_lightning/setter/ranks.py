@@ -10,17 +10,18 @@ import numpy as np
 import torch.distributed as dist
 
 
-def _distributed() -> bool:
+def distributed() -> bool:
+    """Whether this process is a rank of a process group (a build without torch.distributed never is)."""
     return dist.is_available() and dist.is_initialized()
 
 
 def rank() -> int:
-    return dist.get_rank() if _distributed() else 0
+    return dist.get_rank() if distributed() else 0
 
 
 def from_every_rank(obj) -> list:
     """`[obj]` in one process; under DDP every rank's `obj` (all ranks must call this together)."""
-    if not _distributed():
+    if not distributed():
         return [obj]
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, obj)
