@@ -37,7 +37,7 @@ from codeplay_lightning.setter import BufferDataModule, RolloutCallback, SetterP
 from codeplay_lightning.setter.checkpoint import IterationCheckpoint, StreamingCheckpointIO, find_checkpoint
 from codeplay_lightning.setter.evaluation_callback import SetterEvaluation
 from codeplay_lightning.setter.progress import Progress
-from codeplay_lightning.setter.ranks import distributed
+from codeplay_lightning.setter.ranks import RankLost, distributed, peer_lost
 from codeplay_lightning.setter.records import RunRecords
 from codeplay_lightning.setter.rollout import reference_set, setter_sampling_prompt
 from codeplay_lightning.setter.rollout_callback import Novelty, RewardSolver
@@ -165,19 +165,6 @@ def train(
         # group while another rank is still in a collective can hang.
         torch.distributed.destroy_process_group()
     return run_dir
-
-
-class RankLost(ConnectionError):
-    """A collective failed because another rank (a node, a process) died or stopped answering within
-    `trainer.collective_timeout`: one line that says so, in place of the backend's traceback."""
-
-
-# what a collective raises when a peer is gone: gloo's and NCCL's errors, and the timeouts of both and of the store
-PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "timed out", "Timed out", "NCCL", "timeout")
-
-
-def peer_lost(error: BaseException) -> bool:
-    return isinstance(error, torch.distributed.DistError) or any(mark in str(error) for mark in PEER_LOST)
 
 
 def _sandbox(config: TrainConfig) -> Sandbox | RaySandbox:

@@ -1,5 +1,5 @@
-"""The one collective the Setter loop needs outside Lightning: every rank's object, in rank order; and what the
-ranks share through it, their puzzles for the novelty archive."""
+"""The one collective the Setter loop needs outside Lightning: every rank's object, in rank order; what the
+ranks share through it, their puzzles for the novelty archive; and what a collective raises when a rank is gone."""
 
 from __future__ import annotations
 
@@ -13,6 +13,19 @@ import torch.distributed as dist
 def distributed() -> bool:
     """Whether this process is a rank of a process group (a build without torch.distributed never is)."""
     return dist.is_available() and dist.is_initialized()
+
+
+class RankLost(ConnectionError):
+    """A collective failed because another rank (a node, a process) died or stopped answering within
+    `trainer.collective_timeout`: one line that says so, in place of the backend's traceback."""
+
+
+# what a collective raises when a peer is gone: gloo's and NCCL's errors, and the timeouts of both and of the store
+PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "timed out", "Timed out", "NCCL", "timeout")
+
+
+def peer_lost(error: BaseException) -> bool:
+    return isinstance(error, dist.DistError) or any(mark in str(error) for mark in PEER_LOST)
 
 
 def rank() -> int:
