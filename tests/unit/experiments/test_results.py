@@ -389,7 +389,7 @@ def test_the_sweep_50_runs_said_finished_are_the_committed_records():
     finished = len(list(runs.glob("seed-*/*")))
     assert len(rows) == 3 and finished
     results = " ".join((ROOT / "docs" / "results" / "README.md").read_text().split())
-    assert f"{finished} of its 12 runs finished so far" in results
+    assert f"ended with {finished} of its 12 runs finished" in results
 
 
 def test_the_re_judged_attempts_are_what_the_records_give():
