@@ -39,6 +39,11 @@ COMPARISONS = {  # report: the runs `codeplay compare` is given for it (from the
         4,
         None,
     ),
+    "docs/results/memory/selfplay-second-host/report.md": (
+        ["docs/results/records/selfplay/seed-2/selfplay", "docs/results/records/memory/second-host/seed-2/selfplay"],
+        10,
+        None,
+    ),
     "docs/results/selfplay-difficulty/report.md": (
         ["docs/results/records/selfplay/seed-0/*", "docs/results/records/selfplay-difficulty/seed-0/*"],
         8,
@@ -748,3 +753,59 @@ def test_the_second_host_check_is_what_the_records_give(monkeypatch):
         f"{min(lasts):.2f}–{max(lasts):.2f}), `balanced` {balanced[0]:.2f} → {balanced[-1]:.2f} GiB, highest "
         f"{max(balanced):.2f} (first kind: highest {min(highest):.2f}–{max(highest):.2f})"
     ) in text
+
+
+def test_the_selfplay_memory_check_on_the_second_host_is_what_the_records_give():
+    """memory/README.md's self-play run with both memory fixes (plan-50's addendum of 2026-12-07, evening): its host,
+    and each BC iteration's peak and the highest peak beside the record's same iterations, as the committed records
+    give them."""
+    from codeplay_lightning.experiments.runs import read_run
+
+    records = ROOT / "docs" / "results" / "records"
+    checked = records / "memory" / "second-host" / "seed-2" / "selfplay"
+    host = json.loads((checked / "host.json").read_text())
+    assert not host["native_bf16"] and "avx512f" not in host["cpu_flags"] and host["commit"].startswith("1b3e30d")
+    fixed = read_run(checked)
+    record = read_run(records / "selfplay" / "seed-2" / "selfplay", len(fixed.iterations))
+    assert [r["iteration"] for r in fixed.iterations] == [r["iteration"] for r in record.iterations]
+
+    def bc_peaks(run) -> str:
+        peaks = [f"{r['peak_rss_gib']:.2f}" for r in run.iterations if r.get("solver_learning_seconds")]
+        return ", ".join(peaks)
+
+    def highest(run) -> str:
+        top = max(run.iterations, key=lambda r: r["peak_rss_gib"])
+        return f"highest {top['peak_rss_gib']:.2f} GiB (iteration {top['iteration']})"
+
+    phases = [r["iteration"] for r in fixed.iterations if r.get("solver_learning_seconds")]
+    assert phases == [r["iteration"] for r in record.iterations if r.get("solver_learning_seconds")]
+    text = " ".join((ROOT / "docs" / "results" / "memory" / "README.md").read_text().split())
+    assert (
+        f"its {len(fixed.iterations)} iterations, BC phases in iterations {', '.join(map(str, phases))}: "
+        f"{bc_peaks(record)} GiB in the record, {bc_peaks(fixed)} with both fixes; {highest(record)} against "
+        f"{highest(fixed)}"
+    ) in text
+
+    def span(values, form: str = ".2f") -> str:
+        return f"{min(values):{form}}–{max(values):{form}}"
+
+    def by_phase(run, key: str, phase: bool) -> list[float]:
+        return [r[key] for r in run.iterations if bool(r.get("solver_learning_seconds")) == phase]
+
+    over = sum(peak > 8 for peak in by_phase(record, "peak_rss_gib", True))
+    with gzip.open(checked / "solver.jsonl.gz", "rt") as lines:
+        bc = [json.loads(line) for line in lines]
+    speed = " ".join((ROOT / "docs" / "results" / "speed.md").read_text().split())
+    assert (
+        f"every BC iteration peaked at {span(by_phase(fixed, 'peak_rss_gib', True))} GiB, against "
+        f"{span(by_phase(record, 'peak_rss_gib', True))} in the record (bf16, before the fixes), and none reached "
+        f"the 8 GiB goal (the record: {over} of {len(phases)})"
+    ) in speed
+    assert max(by_phase(fixed, "peak_rss_gib", True)) < 8
+    assert (
+        f"an iteration without a phase {span(by_phase(fixed, 'seconds', False), ',.0f')} s, with one "
+        f"{span(by_phase(fixed, 'seconds', True), ',.0f')} s, of which the held-out evaluation "
+        f"{span([phase['eval_seconds'] for phase in bc], ',.0f')} s and BC itself "
+        f"{span([phase['bc']['seconds'] for phase in bc], ',.0f')} s (the record, on the AVX512-BF16 kind: "
+        f"{span(by_phase(record, 'seconds', False), ',.0f')} and {span(by_phase(record, 'seconds', True), ',.0f')} s)"
+    ) in speed
