@@ -769,16 +769,19 @@ def test_the_selfplay_memory_check_on_the_second_host_is_what_the_records_give()
     record = read_run(records / "selfplay" / "seed-2" / "selfplay", len(fixed.iterations))
     assert [r["iteration"] for r in fixed.iterations] == [r["iteration"] for r in record.iterations]
 
+    def by_phase(run, key: str, phase: bool) -> list:
+        """`key` of the run's iterations with a BC phase (`phase`), or of those without."""
+        return [r[key] for r in run.iterations if bool(r.get("solver_learning_seconds")) == phase]
+
     def bc_peaks(run) -> str:
-        peaks = [f"{r['peak_rss_gib']:.2f}" for r in run.iterations if r.get("solver_learning_seconds")]
-        return ", ".join(peaks)
+        return ", ".join(f"{peak:.2f}" for peak in by_phase(run, "peak_rss_gib", True))
 
     def highest(run) -> str:
         top = max(run.iterations, key=lambda r: r["peak_rss_gib"])
         return f"highest {top['peak_rss_gib']:.2f} GiB (iteration {top['iteration']})"
 
-    phases = [r["iteration"] for r in fixed.iterations if r.get("solver_learning_seconds")]
-    assert phases == [r["iteration"] for r in record.iterations if r.get("solver_learning_seconds")]
+    phases = by_phase(fixed, "iteration", True)
+    assert phases == by_phase(record, "iteration", True)
     text = " ".join((ROOT / "docs" / "results" / "memory" / "README.md").read_text().split())
     assert (
         f"its {len(fixed.iterations)} iterations, BC phases in iterations {', '.join(map(str, phases))}: "
@@ -788,9 +791,6 @@ def test_the_selfplay_memory_check_on_the_second_host_is_what_the_records_give()
 
     def span(values, form: str = ".2f") -> str:
         return f"{min(values):{form}}–{max(values):{form}}"
-
-    def by_phase(run, key: str, phase: bool) -> list[float]:
-        return [r[key] for r in run.iterations if bool(r.get("solver_learning_seconds")) == phase]
 
     over = sum(peak > 8 for peak in by_phase(record, "peak_rss_gib", True))
     with gzip.open(checked / "solver.jsonl.gz", "rt") as lines:
